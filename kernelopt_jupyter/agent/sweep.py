@@ -1,0 +1,159 @@
+"""The tuning sweep: the offline way to improve a kernel, and later the agent's ``tune`` proposer.
+
+Every configuration of the spec's tuning space is validated on every case. To be fast without
+being sloppy:
+
+* variants that differ only in launch-only knobs share one compiled module;
+* distinct ``-D`` variants compile in parallel in the worker's NVRTC thread pool, ahead of the
+  device, so compiling overlaps running;
+* configurations over the device's limits are skipped, with the reason, before compiling;
+* every configuration is screened with a short timing, then the best few are re-timed with the
+  full protocol, and only full-protocol numbers decide the winner.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..core.inputs import case_variables
+from ..core.launch import launch_limit_reason, resolve_launch
+from ..core.results import CandidateResult, Status
+from ..core.settings import TimingProtocol
+from ..core.tuning_space import KnobValues, enumerate_space
+from ..worker.evaluator import Evaluator, KernelHandle
+
+SCREEN_TIMING = TimingProtocol(warmup=1, samples=5, max_samples=20, budget_s=0.01)
+
+
+@dataclass
+class SweepSettings:
+    max_configs: int | None = None
+    screen: TimingProtocol = SCREEN_TIMING
+    finalists: int = 5
+    compile_ahead: int = 64
+    sample_seed: int = 0
+
+
+@dataclass
+class SweepOutcome:
+    """One configuration's fate; ``final`` marks full-protocol re-timings of the finalists."""
+
+    knobs: KnobValues
+    result: CandidateResult
+    final: bool = False
+
+
+@dataclass
+class SweepReport:
+    space_size: int
+    configs: int
+    outcomes: list[SweepOutcome] = field(default_factory=list)
+    skipped: list[tuple[KnobValues, str]] = field(default_factory=list)
+    wall_s: float = 0.0
+    compile_groups: int = 0
+    best: SweepOutcome | None = None
+
+    @property
+    def configs_per_s(self) -> float:
+        return self.configs / self.wall_s if self.wall_s > 0 else 0.0
+
+    def count(self, status: Status) -> int:
+        return sum(1 for o in self.outcomes if not o.final and o.result.status == status)
+
+
+Record = Callable[[SweepOutcome], None]
+
+
+def choose_configs(evaluator: Evaluator, settings: SweepSettings) -> tuple[int, list[KnobValues]]:
+    space = evaluator.workload.tuning
+    if space is None or not space.knobs:
+        return 1, [dict(evaluator.default_knobs)]
+    configs = list(enumerate_space(space))
+    total = len(configs)
+    if settings.max_configs is not None and settings.max_configs < total:
+        default = evaluator.default_knobs
+        rest = [c for c in configs if c != default]
+        picked = random.Random(settings.sample_seed).sample(rest, max(0, settings.max_configs - 1))
+        configs = ([default] if default in configs else []) + picked
+        configs = configs[: settings.max_configs]
+    return total, configs
+
+
+def over_limits(evaluator: Evaluator, knobs: KnobValues) -> str | None:
+    """Why this configuration cannot launch on the device at some case, before compiling it."""
+    workload, device = evaluator.workload, evaluator.device
+    for case in workload.cases:
+        try:
+            dims = resolve_launch(workload.launch, case.name, case_variables(case, knobs, device.emulated))
+        except ValueError as exc:
+            return f"case {case.name}: {exc}"
+        reason = launch_limit_reason(device, dims)
+        if reason is not None:
+            return f"case {case.name}: {reason}"
+    return None
+
+
+def run_sweep(
+    evaluator: Evaluator, settings: SweepSettings | None = None, record: Record | None = None
+) -> SweepReport:
+    settings = settings or SweepSettings()
+    started = time.perf_counter()
+    source = evaluator.workload.kernel_code()
+    total, configs = choose_configs(evaluator, settings)
+    report = SweepReport(space_size=total, configs=len(configs))
+    runnable: list[KnobValues] = []
+    for knobs in configs:
+        reason = over_limits(evaluator, knobs)
+        if reason is None:
+            runnable.append(knobs)
+        else:
+            report.skipped.append((knobs, reason))
+    handles = [
+        evaluator.submit(source, knobs) if i < settings.compile_ahead else None
+        for i, knobs in enumerate(runnable)
+    ]
+    remaining_uses: dict[str, int] = {}
+    report.compile_groups = len({evaluator.handle_for(source, knobs).key for knobs in runnable})
+    for knobs in runnable:
+        key = evaluator.handle_for(source, knobs).key
+        remaining_uses[key] = remaining_uses.get(key, 0) + 1
+    for index, knobs in enumerate(runnable):
+        ahead = index + settings.compile_ahead
+        if ahead < len(runnable) and handles[ahead] is None:
+            handles[ahead] = evaluator.submit(source, runnable[ahead])
+        handle = handles[index]
+        assert handle is not None
+        result = evaluator.run(handle, evaluator.wait_compiled(handle), None, knobs, timing=settings.screen)
+        _release(evaluator, handle, remaining_uses)
+        outcome = SweepOutcome(knobs, result)
+        report.outcomes.append(outcome)
+        if record is not None:
+            record(outcome)
+    _retime_finalists(evaluator, source, settings, report, record)
+    report.wall_s = time.perf_counter() - started
+    return report
+
+
+def _release(evaluator: Evaluator, handle: KernelHandle, remaining_uses: dict[str, int]) -> None:
+    remaining_uses[handle.key] -= 1
+    if remaining_uses[handle.key] == 0:
+        evaluator.forget(handle)
+
+
+def _retime_finalists(
+    evaluator: Evaluator, source: str, settings: SweepSettings, report: SweepReport, record: Record | None
+) -> None:
+    ranked = sorted((o for o in report.outcomes if o.result.ranks), key=lambda o: o.result.score_us or 0.0)
+    for outcome in ranked[: settings.finalists]:
+        handle = evaluator.submit(source, outcome.knobs)
+        result = evaluator.run(handle, evaluator.wait_compiled(handle), None, outcome.knobs, timing=True)
+        evaluator.forget(handle)
+        final = SweepOutcome(outcome.knobs, result, final=True)
+        report.outcomes.append(final)
+        if record is not None:
+            record(final)
+        if result.ranks and (report.best is None or result.score_us < report.best.result.score_us):  # type: ignore[operator]
+            report.best = final

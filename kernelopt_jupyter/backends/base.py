@@ -1,0 +1,159 @@
+"""The one small interface every backend implements: compile, allocate, launch, synchronize, time.
+
+Backends run only inside the worker process (layer 3), never in the notebook. The worker's runner
+is written once against this interface, so validation and timing rules are identical on a GPU and
+in CPU emulation; a backend only supplies the mechanics.
+
+Device arrays are whatever the backend's array module ``xp`` makes (CuPy arrays on a GPU, NumPy
+arrays in emulation); the runner allocates, copies and compares through ``xp``.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.launch import LaunchDims, launch_limit_reason
+from ..core.results import DeviceInfo, KernelAttributes, Status
+from ..core.settings import TimingProtocol
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """One thing to compile. ``defines`` become ``-D`` options; ``filename`` labels compiler messages."""
+
+    source: str
+    entry: str
+    options: Sequence[str] = ()
+    defines: dict[str, int | float | str] = field(default_factory=dict)
+    filename: str = "candidate.cu"
+
+
+@dataclass
+class CompiledKernel:
+    """A loaded kernel plus what the compiler said about it; ``handle`` is backend-specific."""
+
+    entry: str
+    handle: Any
+    attributes: KernelAttributes
+    compile_log: str = ""
+    compile_time_s: float = 0.0
+
+
+class CompileFailed(Exception):
+    """The source did not compile. ``log`` refers to the candidate's own file name and line numbers."""
+
+    def __init__(self, log: str, compile_time_s: float = 0.0) -> None:
+        super().__init__(log)
+        self.log = log
+        self.compile_time_s = compile_time_s
+
+
+class LaunchFailed(Exception):
+    """A launch went wrong. ``fatal`` means the device state is unusable and the worker must go."""
+
+    def __init__(self, status: Status, message: str, *, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.fatal = fatal
+
+
+@dataclass
+class TimingSamples:
+    samples_us: list[float]
+    warmup: int
+    launches_per_sample: int = 1
+    mode: str = "per_launch"
+    cache: str = "warm"
+    clock: str = "cuda_events"
+    flags: list[str] = field(default_factory=list)
+    host_us_per_launch: float | None = None
+
+
+class Backend(abc.ABC):
+    """Compile and run CUDA C++ kernels on one device (or its emulation)."""
+
+    name: str = "abstract"
+    emulated: bool = False
+    clock: str = "host"
+    xp: Any = np
+
+    @abc.abstractmethod
+    def device_info(self) -> DeviceInfo: ...
+
+    @abc.abstractmethod
+    def compile(self, request: CompileRequest) -> CompiledKernel:
+        """Compile and load; must be safe to call from several threads at once."""
+
+    @abc.abstractmethod
+    def launch(self, kernel: CompiledKernel, dims: LaunchDims, args: Sequence[Any]) -> None:
+        """Start one launch. Arguments are device arrays and NumPy scalars, in signature order."""
+
+    @abc.abstractmethod
+    def synchronize(self, timeout_s: float) -> None:
+        """Wait for all launched work; raise :class:`LaunchFailed` (timeout, crash) on failure."""
+
+    def check_launch(self, kernel: CompiledKernel, dims: LaunchDims) -> str | None:
+        """Why this launch cannot run here (block too large, too much shared memory...), or None."""
+        return launch_limit_reason(self.device_info(), dims, kernel.attributes)
+
+    def time(
+        self,
+        run: Callable[[], None],
+        request: TimingProtocol,
+        *,
+        prepare: Callable[[], None] | None = None,
+        timeout_s: float = 10.0,
+    ) -> TimingSamples:
+        """Time ``run`` (one launch) with host clocks, one reading pair per launch.
+
+        Backends with device clocks override this. ``prepare`` runs before every launch, outside
+        the timed region (e.g. to restore in/out buffers).
+        """
+        for _ in range(request.warmup):
+            if prepare:
+                prepare()
+            run()
+            self.synchronize(timeout_s)
+        samples: list[float] = []
+        started = time.perf_counter()
+        while True:
+            if prepare:
+                prepare()
+            begin = time.perf_counter_ns()
+            run()
+            self.synchronize(timeout_s)
+            samples.append((time.perf_counter_ns() - begin) / 1000.0)
+            if enough_samples(samples, request, time.perf_counter() - started):
+                break
+        return TimingSamples(samples, request.warmup, mode="per_launch", cache=request.cache, clock="host")
+
+    def classify_error(self, error: Exception) -> LaunchFailed | None:
+        """Map a backend-specific exception (by its status code, never its text) to a verdict."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release the device; the default has nothing to release."""
+
+
+def enough_samples(samples: list[float], request: TimingProtocol, elapsed_s: float) -> bool:
+    """Stop rule shared by every backend: the minimum count, then noise or budget, then the cap.
+
+    Below the minimum count, only a run ten times over its budget stops (a very slow kernel).
+    """
+    count = len(samples)
+    if count >= request.max_samples:
+        return True
+    if count < request.samples:
+        return request.budget_s is not None and elapsed_s > 10 * request.budget_s
+    if request.target_cv is not None and count >= 3:
+        values = np.asarray(samples)
+        if values.std() / values.mean() < request.target_cv:
+            return True
+    return request.budget_s is None or elapsed_s >= request.budget_s

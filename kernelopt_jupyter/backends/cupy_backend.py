@@ -1,0 +1,243 @@
+"""The CUDA backend: NVRTC through ``cupy.RawModule``, launches on a private stream, CUDA events.
+
+Errors are classified by their CUDA status code, never by message text: the sticky errors that
+leave the context unusable (illegal address, trap, misaligned access...) are ``crashed`` and fatal,
+so the worker is replaced; a configuration the device refuses is ``invalid``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import cupy
+import numpy as np
+
+from ..core.launch import LaunchDims
+from ..core.results import DeviceInfo, KernelAttributes, Status
+from ..core.settings import TimingProtocol
+from .base import (
+    Backend,
+    CompiledKernel,
+    CompileFailed,
+    CompileRequest,
+    LaunchFailed,
+    TimingSamples,
+    enough_samples,
+)
+
+# CUDA error codes (identical in the runtime and driver APIs for these values).
+_NOT_READY = 600
+_OUT_OF_MEMORY = 2
+_INVALID = {
+    1: "invalid argument",
+    9: "invalid launch configuration",
+    701: "too many resources requested for launch",
+}
+_STICKY = {
+    700: "illegal memory access",
+    702: "launch timed out",
+    710: "device-side assert triggered",
+    714: "hardware stack error",
+    715: "illegal instruction",
+    716: "misaligned address",
+    717: "invalid address space",
+    718: "invalid program counter",
+    719: "unspecified launch failure (kernel exception)",
+    720: "cooperative launch too large",
+    999: "unknown error",
+}
+_DEFAULT_OPTIONS = ("-std=c++17",)
+
+
+class CupyBackend(Backend):
+    name = "cupy"
+    emulated = False
+    clock = "cuda_events"
+    xp = cupy
+
+    def __init__(self, device: int = 0, memcheck: bool = False) -> None:
+        if memcheck:
+            raise ValueError(
+                "memcheck belongs to the CPU emulation; on a GPU, run compute-sanitizer on a replay script"
+            )
+        self.device_id = device
+        cupy.cuda.Device(device).use()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.stream.use()
+        self._info: DeviceInfo | None = None
+        self._smem_opt_in: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    # --- device -----------------------------------------------------------------------------------------
+    def device_info(self) -> DeviceInfo:
+        if self._info is None:
+            self._info = _describe_device(self.device_id)
+        return self._info
+
+    # --- compile ------------------------------------------------------------------------------------------
+    def compile(self, request: CompileRequest) -> CompiledKernel:
+        cupy.cuda.Device(self.device_id).use()  # compile threads need the context current
+        options = list(_DEFAULT_OPTIONS)
+        options += [f"-D{name}={value}" for name, value in request.defines.items()]
+        options += [option for option in request.options if option not in options]
+        code = f'#line 1 "{request.filename}"\n{request.source}'
+        name_expressions = [request.entry] if "<" in request.entry else None
+        log = io.StringIO()
+        started = time.perf_counter()
+        try:
+            module = cupy.RawModule(code=code, options=tuple(options), name_expressions=name_expressions)
+            module.compile(log_stream=log)
+            kernel = module.get_function(request.entry)
+        except cupy.cuda.compiler.CompileException as exc:
+            raise CompileFailed(_tidy_log(exc.get_message()), time.perf_counter() - started) from None
+        except cupy.cuda.driver.CUDADriverError as exc:  # e.g. the entry point is not in the module
+            raise CompileFailed(f"{request.filename}: {exc}", time.perf_counter() - started) from None
+        elapsed = time.perf_counter() - started
+        attributes = KernelAttributes(
+            registers=kernel.num_regs,
+            static_shared_bytes=kernel.shared_size_bytes,
+            local_bytes=kernel.local_size_bytes,
+            const_bytes=kernel.const_size_bytes,
+            max_threads_per_block=kernel.max_threads_per_block,
+            ptx_version=kernel.ptx_version,
+            binary_version=kernel.binary_version,
+        )
+        return CompiledKernel(request.entry, (module, kernel), attributes, _tidy_log(log.getvalue()), elapsed)
+
+    # --- launch -------------------------------------------------------------------------------------------
+    def launch(self, kernel: CompiledKernel, dims: LaunchDims, args: Sequence[Any]) -> None:
+        raw = kernel.handle[1]
+        if dims.shared_mem > 48 * 1024 and self._smem_opt_in.get(id(raw), 0) < dims.shared_mem:
+            raw.max_dynamic_shared_size_bytes = dims.shared_mem
+            self._smem_opt_in[id(raw)] = dims.shared_mem
+        raw(dims.grid, dims.block, tuple(args), shared_mem=dims.shared_mem)
+
+    def synchronize(self, timeout_s: float) -> None:
+        event = cupy.cuda.Event(block=False, disable_timing=True)
+        event.record(self.stream)
+        _wait(event, timeout_s)
+
+    # --- timing ---------------------------------------------------------------------------------------------
+    def time(
+        self,
+        run: Callable[[], None],
+        request: TimingProtocol,
+        *,
+        prepare: Callable[[], None] | None = None,
+        timeout_s: float = 10.0,
+    ) -> TimingSamples:
+        """One CUDA event pair around every launch; ``prepare`` runs outside the pair."""
+        for _ in range(request.warmup):
+            if prepare:
+                prepare()
+            run()
+        self.synchronize(timeout_s * max(1, request.warmup))
+        samples: list[float] = []
+        started = time.perf_counter()
+        while not samples or not enough_samples(samples, request, time.perf_counter() - started):
+            batch = max(1, min(request.samples - len(samples), 100)) if len(samples) < request.samples else 25
+            batch = min(batch, request.max_samples - len(samples))
+            pairs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(batch)]
+            for start, end in pairs:
+                if prepare:
+                    prepare()
+                start.record(self.stream)
+                run()
+                end.record(self.stream)
+            _wait(pairs[-1][1], timeout_s * batch)
+            samples.extend(cupy.cuda.get_elapsed_time(start, end) * 1000.0 for start, end in pairs)
+        return TimingSamples(
+            samples, request.warmup, mode="per_launch", cache=request.cache, clock=self.clock
+        )
+
+    # --- errors ---------------------------------------------------------------------------------------------
+    def classify_error(self, error: Exception) -> LaunchFailed | None:
+        if isinstance(error, cupy.cuda.memory.OutOfMemoryError):
+            return LaunchFailed(Status.CRASHED, f"out of device memory: {error}", fatal=True)
+        code = getattr(error, "status", None)
+        if (
+            not isinstance(error, cupy.cuda.runtime.CUDARuntimeError | cupy.cuda.driver.CUDADriverError)
+            or code is None
+        ):
+            return None
+        return _failure(int(code), str(error))
+
+    def close(self) -> None:
+        self.stream.synchronize()
+
+
+def _failure(code: int, text: str) -> LaunchFailed:
+    if code in _INVALID:
+        return LaunchFailed(Status.INVALID, f"the device refused the launch: {_INVALID[code]} ({text})")
+    if code == _OUT_OF_MEMORY:
+        return LaunchFailed(Status.CRASHED, f"out of device memory ({text})", fatal=True)
+    description = _STICKY.get(code, f"CUDA error {code}")
+    return LaunchFailed(Status.CRASHED, f"{description} ({text})", fatal=True)
+
+
+def _wait(event: cupy.cuda.Event, timeout_s: float) -> None:
+    """Wait for an event, but never longer than the timeout: a hung kernel must not hang us."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.0
+    while True:
+        code = cupy.cuda.runtime.eventQuery(event.ptr)
+        if code == 0:
+            return
+        if code != _NOT_READY:
+            raise _failure(int(code), f"cudaEventQuery returned {code}")
+        if time.monotonic() > deadline:
+            raise LaunchFailed(
+                Status.TIMEOUT, f"the kernel did not finish within {timeout_s:g} s", fatal=True
+            )
+        time.sleep(pause)
+        pause = min(0.002, pause + 0.00005)
+
+
+def _tidy_log(text: str) -> str:
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    return "\n".join(line for line in lines if line and not line.startswith("--"))
+
+
+def _describe_device(device_id: int) -> DeviceInfo:
+    runtime = cupy.cuda.runtime
+    props = runtime.getDeviceProperties(device_id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    memory_khz = props.get("memoryClockRate") or 0
+    bus_bits = props.get("memoryBusWidth") or 0
+    peak = 2.0 * memory_khz * 1e3 * bus_bits / 8 / 1e9 if memory_khz and bus_bits else None
+    versions = {
+        "cupy": cupy.__version__,
+        "cuda_runtime": str(runtime.runtimeGetVersion()),
+        "cuda_driver": str(runtime.driverGetVersion()),
+        "numpy": np.__version__,
+    }
+    with contextlib.suppress(Exception):  # NVRTC too old to report a version: leave it out
+        versions["nvrtc"] = ".".join(str(v) for v in cupy.cuda.nvrtc.getVersion())
+    return DeviceInfo(
+        backend="cupy",
+        name=name,
+        compute_capability=f"{props['major']}.{props['minor']}",
+        sm_count=props["multiProcessorCount"],
+        max_threads_per_block=props["maxThreadsPerBlock"],
+        max_block_dims=list(props["maxThreadsDim"]),
+        max_grid_dims=list(props["maxGridSize"]),
+        shared_mem_per_block=props["sharedMemPerBlock"],
+        shared_mem_per_block_optin=props.get("sharedMemPerBlockOptin"),
+        shared_mem_per_sm=props.get("sharedMemPerMultiprocessor"),
+        registers_per_block=props["regsPerBlock"],
+        registers_per_sm=props.get("regsPerMultiprocessor"),
+        l2_cache_bytes=props["l2CacheSize"],
+        sm_clock_mhz=(props.get("clockRate") or 0) / 1000 or None,
+        memory_clock_mhz=memory_khz / 1000 or None,
+        memory_bus_width_bits=bus_bits or None,
+        peak_bandwidth_gbs=peak,
+        total_memory_bytes=props["totalGlobalMem"],
+        warp_size=props["warpSize"],
+        driver=versions["cuda_driver"],
+        library_versions=versions,
+    )

@@ -1,0 +1,56 @@
+"""Evaluation settings: how candidates are validated and timed. Saved with every run.
+
+The defaults follow the field's baseline protocol (10 warm-up + 100 measured launches, one clock
+reading pair per launch), so numbers are comparable with the tools people already use; each
+stronger defence can be switched on here and is recorded in the run's ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TimingProtocol(BaseModel):
+    """How one performance case is timed.
+
+    ``mode``: ``per_launch`` brackets every launch with its own clock readings (seed-compatible);
+    other modes are backend-specific ways to keep launch overhead out of the numbers. Sampling takes
+    at least ``samples``; with ``budget_s`` or ``target_cv`` it may stop later (up to
+    ``max_samples``) once the noise is low enough or the time budget is spent.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    warmup: int = Field(10, ge=0)
+    samples: int = Field(100, ge=1)
+    max_samples: int = Field(100, ge=1)
+    budget_s: float | None = Field(None, gt=0)
+    target_cv: float | None = Field(None, gt=0)
+    mode: str = "per_launch"
+    cache: Literal["warm", "cold"] = "warm"
+
+
+class EvaluationSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["auto", "cupy", "cpu"] = "auto"
+    seed: int = Field(0, description="seed of the first trial's inputs, saved with the run for replay")
+    secret_seed: int = Field(
+        default_factory=lambda: secrets.randbits(63),
+        repr=False,
+        description="seed of every later trial; written to the run only at its end",
+    )
+    trials: int = Field(1, ge=1, description="validation runs per case, each on fresh inputs")
+    repeat_check: bool = Field(False, description="run twice on identical inputs; outputs must agree")
+    revalidate_after_timing: bool = Field(False, description="validate again on fresh inputs after timing")
+    launch_timeout_s: float = Field(10.0, gt=0)
+    compile_timeout_s: float = Field(300.0, gt=0)
+    memcheck: bool = Field(False, description="CPU emulation only: report out-of-bounds accesses")
+    timing: TimingProtocol = Field(default_factory=TimingProtocol)
+
+    def public_dump(self) -> dict[str, object]:
+        """Everything except the secret seed, which must not be seen while the run is going."""
+        return self.model_dump(mode="json", exclude={"secret_seed"})

@@ -1,0 +1,154 @@
+"""A session: one workload, one evaluator (worker), one run directory. Every front end uses this.
+
+The session is the only door from the notebook and the CLI into evaluation: it starts the worker,
+writes the run store after every candidate, and times the baseline once, so front ends only decide
+*what* to evaluate and how to show it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..agent.sweep import SweepOutcome, SweepReport, SweepSettings, run_sweep
+from ..core.launch import CandidateLaunch
+from ..core.loader import load_workload
+from ..core.results import CandidateResult, DeviceInfo
+from ..core.settings import EvaluationSettings
+from ..core.store import HistoryEntry, RunStore, now
+from ..core.tuning_space import KnobValues
+from ..core.workload import Workload
+from ..worker.evaluator import Evaluator
+
+
+class Session:
+    def __init__(
+        self,
+        workload: Workload | str | Path,
+        *,
+        settings: EvaluationSettings | None = None,
+        results_dir: str | Path = "results",
+        time_baseline: bool = True,
+    ) -> None:
+        self.workload = workload if isinstance(workload, Workload) else load_workload(workload)
+        self.settings = settings or EvaluationSettings()
+        self.results_dir = Path(results_dir)
+        self.time_baseline = time_baseline
+        self.evaluator = Evaluator(self.workload, self.settings)
+        self.store: RunStore | None = None
+        self.baseline: CandidateResult | None = None
+        self.baseline_note = ""
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+    def start(self) -> RunStore:
+        """Start the worker, claim ``results/run-NNN``, save the inputs, time the baseline."""
+        if self.store is not None:
+            return self.store
+        device = self.evaluator.device
+        self.store = RunStore.create(
+            self.results_dir, self.workload, device=device, settings=self.settings.public_dump()
+        )
+        self.store.save_inputs([self.evaluator.cases.get(case, 0).inputs for case in self.workload.cases])
+        if self.time_baseline and self.workload.baseline is not None:
+            if device.emulated:
+                self.baseline_note = "baseline not timed: it needs a GPU (this run uses CPU emulation)"
+            else:
+                self.baseline = self.evaluator.evaluate_baseline()
+                self.store.set_baseline(self.baseline)
+        return self.store
+
+    @property
+    def device(self) -> DeviceInfo:
+        return self.evaluator.device
+
+    def finish(self) -> None:
+        if self.store is not None:
+            self.store.finish(reveal={"secret_seed": self.settings.secret_seed})
+
+    def close(self) -> None:
+        try:
+            self.finish()
+        finally:
+            self.evaluator.close()
+
+    def __enter__(self) -> Session:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # --- candidates -----------------------------------------------------------------------------------------
+    def evaluate(
+        self,
+        source: str,
+        *,
+        launch: CandidateLaunch | Mapping[str, Any] | None = None,
+        knobs: KnobValues | None = None,
+        proposer: str = "user",
+        rationale: str = "",
+        parent_id: int | None = None,
+    ) -> HistoryEntry:
+        store = self.start()
+        started = now()
+        if launch is not None and not isinstance(launch, CandidateLaunch):
+            launch = CandidateLaunch.model_validate(launch)
+        result = self.evaluator.evaluate(source, launch, knobs)
+        return store.add(
+            source,
+            result,
+            proposer=proposer,
+            rationale=rationale,
+            parent_id=parent_id,
+            launch=launch.model_dump(mode="json") if launch else None,
+            started_at=started,
+        )
+
+    def evaluate_initial(self) -> HistoryEntry:
+        return self.evaluate(
+            self.workload.kernel_code(), proposer="initial", rationale="the workload's initial kernel"
+        )
+
+    def tune(
+        self,
+        settings: SweepSettings | None = None,
+        on_outcome: Callable[[SweepOutcome, HistoryEntry], None] | None = None,
+    ) -> SweepReport:
+        store = self.start()
+        source = self.workload.kernel_code()
+        parent = store.history[0].id if store.history else None
+
+        def record(outcome: SweepOutcome) -> None:
+            label = "full timing of a finalist" if outcome.final else "sweep screen (quick timing)"
+            entry = store.add(
+                source,
+                outcome.result,
+                proposer="tune",
+                parent_id=parent,
+                screening=not outcome.final,
+                rationale=f"{label}: " + ", ".join(f"{k}={v}" for k, v in outcome.knobs.items()),
+            )
+            if on_outcome is not None:
+                on_outcome(outcome, entry)
+
+        return run_sweep(self.evaluator, settings, record)
+
+    @property
+    def best(self) -> HistoryEntry | None:
+        return self.store.best if self.store else None
+
+
+def evaluate_once(
+    workload: Workload,
+    source: str,
+    *,
+    launch: CandidateLaunch | Mapping[str, Any] | None = None,
+    knobs: KnobValues | None = None,
+    settings: EvaluationSettings | None = None,
+) -> tuple[CandidateResult, DeviceInfo]:
+    """Evaluate one kernel in a fresh worker without recording a run (``kernelopt evaluate``)."""
+    if launch is not None and not isinstance(launch, CandidateLaunch):
+        launch = CandidateLaunch.model_validate(launch)
+    with Evaluator(workload, settings) as evaluator:
+        return evaluator.evaluate(source, launch, knobs), evaluator.device

@@ -1,0 +1,54 @@
+"""Running a Python baseline (e.g. one calling ``cupy.matmul``) under the candidates' protocol.
+
+A baseline is trusted library code, but it is held to the same rules as a kernel so that its
+numbers are comparable and its outputs honest: it gets private input copies and poisoned outputs,
+and a returned array must be a new array — not an input, and not one it returned before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..core.results import Status
+from .runner import CaseFailed, CaseRunner, LoadedCase
+
+
+def baseline_invoker(
+    runner: CaseRunner, function: Callable[..., Any]
+) -> Callable[[LoadedCase, dict[str, Any]], None]:
+    outputs = runner.workload.outputs
+    previous: dict[str, Any] = {}  # strong references: a pooled allocator cannot hand them out again
+
+    def invoke(case: LoadedCase, buffers: dict[str, Any]) -> None:
+        arguments = {**case.scalars, **buffers}
+        returned = function(**arguments)
+        if returned is None:
+            return
+        if isinstance(returned, dict):
+            values = returned
+        elif isinstance(returned, tuple | list):
+            values = {o.name: v for o, v in zip(outputs, returned, strict=False)}
+        else:
+            values = {outputs[0].name: returned}
+        for name, value in values.items():
+            if name not in buffers:
+                continue
+            _reject_aliasing(runner, name, value, buffers, previous)
+            buffers[name][...] = value
+
+    return invoke
+
+
+def _reject_aliasing(
+    runner: CaseRunner, name: str, value: Any, buffers: dict[str, Any], previous: dict[str, Any]
+) -> None:
+    if not hasattr(value, "shape") or value is buffers[name]:
+        return
+    for other_name, other in buffers.items():
+        if other_name != name and runner.xp.shares_memory(value, other):
+            raise CaseFailed(Status.WRONG, f"returned output {name!r} aliases parameter {other_name!r}")
+    earlier = previous.get(name)
+    if earlier is not None and (earlier is value or runner.xp.shares_memory(earlier, value)):
+        raise CaseFailed(Status.WRONG, f"returned output {name!r} is the array returned by an earlier call")
+    previous[name] = value

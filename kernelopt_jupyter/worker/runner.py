@@ -1,0 +1,247 @@
+"""Inside the worker: run one case of one kernel — launch, validate, time — on any backend.
+
+The rules of an honest evaluation are written once, here, against the backend interface:
+outputs are fresh allocations poisoned before every launch; inputs are private copies, and the
+read-only ones are compared bit for bit afterwards; the reference outputs arrive only after the
+candidate finished; performance cases are timed with in/out buffers restored between samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..backends.base import Backend, CompiledKernel
+from ..core.compare import compare_output
+from ..core.launch import LaunchDims
+from ..core.results import CaseResult, OutputCheck, Status
+from ..core.scoring import summarize
+from ..core.settings import TimingProtocol
+from ..core.types import poison_value
+from ..core.workload import Parameter, Workload
+
+
+@dataclass
+class LoadedCase:
+    """One trial of one case, resident in the worker: pristine device inputs and host references."""
+
+    name: str
+    trial: int
+    arrays: dict[str, Any]
+    scalars: dict[str, int | float]
+    output_shapes: dict[str, tuple[tuple[int, ...], np.dtype]]
+    reference: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class RunRequest:
+    """What the parent asks for one case (see :mod:`kernelopt_jupyter.worker.server`)."""
+
+    case: str
+    kind: str
+    trials: list[LoadedCase]
+    dims: LaunchDims
+    launch_timeout_s: float
+    timing: TimingProtocol | None = None
+    repeat_check: bool = False
+    revalidate: LoadedCase | None = None
+
+
+class CaseFailed(Exception):
+    def __init__(self, status: Status, message: str, outputs: list[OutputCheck] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.outputs = outputs or []
+
+
+Invoke = Callable[[dict[str, Any]], None]
+
+
+class CaseRunner:
+    """Runs a kernel (or a baseline callable) through the validation and timing protocol."""
+
+    def __init__(self, backend: Backend, workload: Workload) -> None:
+        self.backend = backend
+        self.workload = workload
+        self.xp = backend.xp
+
+    # --- buffers -------------------------------------------------------------------------------
+    def fresh_buffers(self, case: LoadedCase) -> dict[str, Any]:
+        """Private copies of the inputs and newly allocated, poisoned outputs."""
+        buffers: dict[str, Any] = {}
+        for parameter in self.workload.signature:
+            if not parameter.is_pointer:
+                continue
+            if parameter.role in ("in", "inout"):
+                buffers[parameter.name] = case.arrays[parameter.name].copy()
+            else:
+                shape, dtype = case.output_shapes[parameter.name]
+                buffers[parameter.name] = self.xp.full(shape, poison_value(dtype), dtype=dtype)
+        return buffers
+
+    def kernel_arguments(self, case: LoadedCase, buffers: Mapping[str, Any]) -> list[Any]:
+        arguments: list[Any] = []
+        for parameter in self.workload.signature:
+            if parameter.is_pointer:
+                arguments.append(buffers[parameter.name])
+            else:
+                arguments.append(parameter.param_type.dtype.type(case.scalars[parameter.name]))
+        return arguments
+
+    # --- one launch and its checks --------------------------------------------------------------
+    def validate(
+        self, invoke: Invoke, case: LoadedCase, timeout_s: float
+    ) -> tuple[dict[str, Any], list[OutputCheck]]:
+        """Launch once on fresh buffers; raise :class:`CaseFailed` unless every check passes."""
+        buffers = self.fresh_buffers(case)
+        invoke(buffers)
+        self.backend.synchronize(timeout_s)
+        checks = [
+            compare_output(
+                output.name,
+                buffers[output.name],
+                self.xp.asarray(case.reference[output.name]),
+                self.workload.tolerance_for(output),
+                self.xp,
+            )
+            for output in self.workload.outputs
+        ]
+        failed = [check for check in checks if not check.passed]
+        if failed:
+            raise CaseFailed(Status.WRONG, "; ".join(check.reason for check in failed), checks)
+        mutated = [
+            p.name
+            for p in self._read_only(case)
+            if not self._bitwise_equal(buffers[p.name], case.arrays[p.name])
+        ]
+        if mutated:
+            raise CaseFailed(
+                Status.WRONG, f"the kernel wrote to read-only input(s) {', '.join(mutated)}", checks
+            )
+        return buffers, checks
+
+    def _read_only(self, case: LoadedCase) -> list[Parameter]:
+        return [p for p in self.workload.signature if p.is_pointer and p.role == "in"]
+
+    def _bitwise_equal(self, a: Any, b: Any) -> bool:
+        return bool(self.xp.array_equal(a.view(self.xp.uint8), b.view(self.xp.uint8)))
+
+    def repeat_agrees(
+        self, invoke: Invoke, case: LoadedCase, first: Mapping[str, Any], timeout_s: float
+    ) -> None:
+        """Run again on identical inputs: a race or an uninitialised read shows up as disagreement."""
+        second, checks = self.validate(invoke, case, timeout_s)
+        for output in self.workload.outputs:
+            a, b = first[output.name], second[output.name]
+            if output.order_dependent:
+                check = compare_output(output.name, b, a, self.workload.tolerance_for(output), self.xp)
+                agrees = check.passed
+            else:
+                agrees = self._bitwise_equal(a, b)
+            if not agrees:
+                raise CaseFailed(
+                    Status.WRONG,
+                    f"{output.name}: two runs on identical inputs disagree (a race or a read of "
+                    "uninitialised memory)",
+                    checks,
+                )
+
+    # --- the whole case ----------------------------------------------------------------------------
+    def run(
+        self, request: RunRequest, invoke_for: Callable[[LoadedCase, dict[str, Any]], None]
+    ) -> CaseResult:
+        result = CaseResult(
+            name=request.case,
+            kind=request.kind,
+            status=Status.OK,
+            grid=list(request.dims.grid),
+            block=list(request.dims.block),
+            shared_mem=request.dims.shared_mem,
+        )
+        try:
+            first_buffers: dict[str, Any] = {}
+            for index, trial in enumerate(request.trials):
+                buffers, result.outputs = self.validate(
+                    _bind(invoke_for, trial), trial, request.launch_timeout_s
+                )
+                if index == 0:
+                    first_buffers = buffers
+                result.trials += 1
+            if request.repeat_check:
+                self.repeat_agrees(
+                    _bind(invoke_for, request.trials[0]),
+                    request.trials[0],
+                    first_buffers,
+                    request.launch_timeout_s,
+                )
+            del first_buffers
+            if request.timing is not None and request.kind == "performance":
+                result.timing, flags = self.time(request, invoke_for)
+                result.flags.extend(flags)
+                if request.revalidate is not None:
+                    try:
+                        self.validate(
+                            _bind(invoke_for, request.revalidate),
+                            request.revalidate,
+                            request.launch_timeout_s,
+                        )
+                    except CaseFailed as exc:
+                        raise CaseFailed(
+                            exc.status, f"after timing, on fresh inputs: {exc.message}", exc.outputs
+                        ) from None
+        except CaseFailed as exc:
+            result.status = exc.status
+            result.message = exc.message
+            result.outputs = exc.outputs or result.outputs
+            result.timing = None
+        return result
+
+    def time(
+        self, request: RunRequest, invoke_for: Callable[[LoadedCase, dict[str, Any]], None]
+    ) -> tuple[Any, list[str]]:
+        case = request.trials[0]
+        assert request.timing is not None
+        buffers = self.fresh_buffers(case)
+        restore = [
+            (buffers[p.name], case.arrays[p.name])
+            for p in self.workload.signature
+            if p.is_pointer and p.role == "inout"
+        ]
+
+        def prepare() -> None:
+            for target, source in restore:
+                target[...] = source
+
+        samples = self.backend.time(
+            lambda: invoke_for(case, buffers),
+            request.timing,
+            prepare=prepare if restore else None,
+            timeout_s=request.launch_timeout_s,
+        )
+        stats = summarize(
+            samples.samples_us,
+            samples.warmup,
+            launches_per_sample=samples.launches_per_sample,
+            mode=samples.mode,
+            cache=samples.cache,
+            clock=samples.clock,
+            flags=samples.flags,
+        )
+        return stats, list(samples.flags)
+
+
+def _bind(invoke_for: Callable[[LoadedCase, dict[str, Any]], None], case: LoadedCase) -> Invoke:
+    return lambda buffers: invoke_for(case, buffers)
+
+
+def kernel_invoker(
+    runner: CaseRunner, kernel: CompiledKernel, dims: LaunchDims
+) -> Callable[[LoadedCase, dict[str, Any]], None]:
+    def invoke(case: LoadedCase, buffers: dict[str, Any]) -> None:
+        runner.backend.launch(kernel, dims, runner.kernel_arguments(case, buffers))
+
+    return invoke
