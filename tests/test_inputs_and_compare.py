@@ -140,3 +140,8 @@ def test_degenerate_references():
     assert "all zeros" in is_degenerate(np.zeros(10))
     assert "constant" in is_degenerate(np.full(10, 3.5))
     assert is_degenerate(np.arange(10.0)) is None
+
+
+def test_single_value_outputs_are_not_constant():
+    assert is_degenerate(np.array([5.0])) is None
+    assert "all zeros" in is_degenerate(np.array([0.0]))

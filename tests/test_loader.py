@@ -102,7 +102,7 @@ def test_launch_names_unknown_knob(workload_dir):
 
 def test_restriction_names_unknown_knob(workload_dir):
     path = edit(workload_dir, lambda d: d["tuning"].update(restrictions=["BLOK <= 1024"]))
-    assert "tuning.restrictions[0]: 'BLOK' in 'BLOK <= 1024' is not a knob" in problems(path)
+    assert "tuning.restrictions[0]: 'BLOK' in 'BLOK <= 1024' is not a numeric knob" in problems(path)
 
 
 def test_unknown_type(workload_dir):
@@ -167,3 +167,28 @@ def test_json_spec_is_accepted(workload_dir):
 def test_missing_file():
     with pytest.raises(SpecError, match="file not found"):
         load_workload("/nonexistent/workload.yaml")
+
+
+def test_python_keyword_parameter_name(workload_dir):
+    def change(d):
+        d["signature"][0]["name"] = "in"
+
+    assert "'in' is not usable as a Python argument name" in problems(edit(workload_dir, change))
+
+
+def test_knob_named_like_a_size_variable(workload_dir):
+    path = edit(workload_dir, lambda d: d["tuning"]["knobs"].update(N=[1, 2]))
+    assert "knob 'N' has the name of a size variable" in problems(path)
+
+
+def test_restriction_on_a_text_knob(workload_dir):
+    def change(d):
+        d["tuning"]["knobs"]["MODE"] = ["fast", "slow"]
+        d["tuning"]["restrictions"] = ["MODE == 1"]
+
+    assert "is not a numeric knob" in problems(edit(workload_dir, change))
+
+
+def test_numeric_looking_knob_values_are_numbers(workload_dir):
+    path = edit(workload_dir, lambda d: d["tuning"]["knobs"].update(EPS=["1e-5", "2"]))
+    assert load_workload(path).tuning.knobs["EPS"] == [1e-5, 2]

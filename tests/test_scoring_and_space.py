@@ -60,3 +60,8 @@ def test_source_knobs_and_compile_key():
         {"BLOCK": 128, "ITEMS": 2}, ["ITEMS"]
     )
     assert define_options({"ITEMS": 2, "BLOCK": 64}, ["ITEMS"]) == ["-DITEMS=2"]
+
+
+def test_knobs_named_only_in_comments_are_launch_only():
+    space = TuningSpace(knobs={"BLOCK": [64, 128]})
+    assert source_knobs(space, "// BLOCK threads per block\n/* BLOCK */ __global__ void k() {}") == []

@@ -9,6 +9,7 @@ the field and its line, and all problems are reported at once.
 from __future__ import annotations
 
 import ast
+import keyword
 import importlib.util
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -57,6 +58,8 @@ def check_workload(workload: Workload) -> list[SpecProblem]:
 
     sizes = _check_cases(workload, problem)
     knobs = workload.knob_names()
+    for name in sorted(knobs & sizes):
+        problem(f"tuning.knobs.{name}", f"knob {name!r} has the name of a size variable; rename one of them")
     _check_names(workload, problem)
     for index, parameter in enumerate(workload.signature):
         where = f"signature[{index}]"
@@ -86,10 +89,11 @@ def check_workload(workload: Workload) -> list[SpecProblem]:
             if expression is not None:
                 _check_names_in(expression, sizes, f"work.{name}", "size variable", problem)
     if workload.tuning is not None:
+        knob_values = workload.tuning.knobs.items()
+        numeric = {name for name, values in knob_values if all(isinstance(v, int | float) for v in values)}
         for index, restriction in enumerate(workload.tuning.restrictions):
-            _check_names_in(
-                restriction, knobs, f"tuning.restrictions[{index}]", "knob", problem, condition=True
-            )
+            where = f"tuning.restrictions[{index}]"
+            _check_names_in(restriction, numeric, where, "numeric knob", problem, condition=True)
     _check_kernel(workload.kernel, workload, "kernel", problem)
     reference = workload.reference
     if reference.python is not None:
@@ -126,8 +130,8 @@ def _check_cases(workload: Workload, problem: Any) -> set[str]:
 def _check_names(workload: Workload, problem: Any) -> None:
     seen: set[str] = set()
     for index, parameter in enumerate(workload.signature):
-        if not parameter.name.isidentifier():
-            problem(f"signature[{index}].name", f"{parameter.name!r} is not an identifier")
+        if not parameter.name.isidentifier() or keyword.iskeyword(parameter.name):
+            problem(f"signature[{index}].name", f"{parameter.name!r} is not usable as a Python argument name")
         if parameter.name in seen:
             problem(f"signature[{index}].name", f"parameter name {parameter.name!r} is used twice")
         seen.add(parameter.name)

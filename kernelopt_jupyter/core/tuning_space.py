@@ -11,6 +11,7 @@ import itertools
 import re
 from collections.abc import Iterator
 
+from .cuda_source import strip_comments
 from .expressions import parse_condition
 from .workload import TuningSpace
 
@@ -39,7 +40,8 @@ def source_knobs(space: TuningSpace | None, source: str) -> list[str]:
     """Knobs the kernel source mentions; only these need to be compiled in as defines."""
     if space is None:
         return []
-    return [name for name in space.knobs if re.search(rf"\b{re.escape(name)}\b", source)]
+    code = strip_comments(source)
+    return [name for name in space.knobs if re.search(rf"\b{re.escape(name)}\b", code)]
 
 
 def compile_key(knobs: KnobValues, compiled_knobs: list[str]) -> tuple[tuple[str, str], ...]:

@@ -220,6 +220,17 @@ class BaselineSpec(_Strict):
     name: str = "baseline"
 
 
+def _number_or_text(item: int | float | str) -> int | float | str:
+    """YAML 1.1 reads ``1e-5`` as text; a knob value that spells a number is that number."""
+    if isinstance(item, str):
+        for convert in (int, float):
+            try:
+                return convert(item)
+            except ValueError:
+                continue
+    return item
+
+
 class TuningSpace(_Strict):
     """Knobs (passed as ``-D`` defines, usable in launch expressions) and restrictions on them."""
 
@@ -234,6 +245,7 @@ class TuningSpace(_Strict):
                 raise ValueError(f"knob name {name!r} is not an identifier")
             if not values:
                 raise ValueError(f"knob {name!r} has no values")
+            value[name] = [_number_or_text(item) for item in values]
         return value
 
     @field_validator("restrictions")
