@@ -9,8 +9,8 @@ the field and its line, and all problems are reported at once.
 from __future__ import annotations
 
 import ast
-import keyword
 import importlib.util
+import keyword
 from pathlib import Path
 from typing import Any, get_args, get_origin
 

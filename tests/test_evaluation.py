@@ -1,0 +1,109 @@
+"""End-to-end evaluation through the worker, on the CPU emulation (CI) and on a GPU (marker gpu)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernelopt_jupyter import evaluate, load_workload
+from kernelopt_jupyter.core.results import Status
+from kernelopt_jupyter.core.settings import EvaluationSettings, TimingProtocol
+from kernelopt_jupyter.core.store import read_run
+from kernelopt_jupyter.session import Session, SweepSettings
+
+FAULTS = Path(__file__).parent / "fixtures" / "faults"
+QUICK = TimingProtocol(warmup=2, samples=10, max_samples=10)
+
+backends = pytest.mark.parametrize("backend", ["cpu", pytest.param("cupy", marks=pytest.mark.gpu)])
+
+
+def settings(backend: str, **extra) -> EvaluationSettings:
+    return EvaluationSettings(backend=backend, timing=QUICK, launch_timeout_s=3.0, **extra)
+
+
+@backends
+def test_initial_kernel_passes_and_ranks(workload_dir, backend):
+    workload = load_workload(workload_dir / "workload.yaml")
+    result = evaluate(workload, workload.kernel_code(), backend=backend, settings=settings(backend))
+    assert result.status == Status.OK, result.message
+    assert result.ranks and result.score_us > 0
+    big = result.case("big")
+    assert big.timing is not None and big.timing.samples == 10
+    assert result.case("small").timing is None, "correctness cases are not timed"
+    assert big.flops and big.bytes and big.throughput()["gbs"] > 0
+
+
+@backends
+def test_wrong_kernel_is_reported_with_first_mismatch(workload_dir, backend):
+    workload = load_workload(workload_dir / "workload.yaml")
+    result = evaluate(
+        workload, (FAULTS / "wrong.cu").read_text(), backend=backend, settings=settings(backend)
+    )
+    assert result.status == Status.WRONG and not result.ranks
+    check = result.case("small").outputs[0]
+    assert check.first_mismatch is not None and check.mismatches > 0
+    assert "outside tolerance" in result.message
+
+
+@backends
+def test_faults_get_their_status_and_the_run_goes_on(workload_dir, backend, tmp_path):
+    workload = load_workload(workload_dir / "workload.yaml")
+    good = workload.kernel_code()
+    plan = [
+        ("illegal_address", Status.CRASHED),
+        ("good", Status.OK),
+        ("infinite_loop", Status.TIMEOUT),
+        ("good", Status.OK),
+        ("compile_error", Status.COMPILE_ERROR),
+        ("good", Status.OK),
+    ]
+    with Session(workload, settings=settings(backend), results_dir=tmp_path) as session:
+        for name, expected in plan:
+            source = good if name == "good" else (FAULTS / f"{name}.cu").read_text()
+            entry = session.evaluate(source, proposer=name)
+            assert entry.result.status == expected, f"{name}: {entry.result.message}"
+        run = session.store.path
+    summary, history = read_run(run)
+    assert [e.result.status for e in history] == [expected for _, expected in plan]
+    compile_error = history[4].result
+    assert "candidate.cu(3)" in compile_error.compile_log or "candidate.cu:3" in compile_error.compile_log
+    assert "undefined_name" in compile_error.compile_log
+    assert summary["best"]["id"] in (2, 4, 6)
+
+
+@backends
+def test_launch_over_device_limits_is_invalid(workload_dir, backend):
+    workload = load_workload(workload_dir / "workload.yaml")
+    result = evaluate(
+        workload, workload.kernel_code(), backend=backend, settings=settings(backend), knobs={"BLOCK": 2048}
+    )
+    assert result.status == Status.INVALID
+    assert "2048 threads; the limit is 1024" in result.message
+
+
+def _delay_workload(workload_dir: Path):
+    path = workload_dir / "workload.yaml"
+    data = yaml.safe_load(path.read_text())
+    (workload_dir / "delay.cu").write_text((FAULTS / "delay.cu").read_text())
+    data["kernel"]["source"] = "delay.cu"
+    data["tuning"] = {"knobs": {"DELAY": [2, 1, 0, 3], "BLOCK": [128, 256, 2048]}}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_workload(path)
+
+
+@backends
+def test_sweep_finds_the_known_fastest_config(workload_dir, backend, tmp_path):
+    workload = _delay_workload(workload_dir)
+    with Session(workload, settings=settings(backend), results_dir=tmp_path) as session:
+        report = session.tune(SweepSettings(finalists=3))
+        run = session.store.path
+    assert report.configs == 12
+    assert len(report.skipped) == 4 and all("2048 threads" in reason for _, reason in report.skipped)
+    assert report.count(Status.COMPILE_ERROR) == 2, "DELAY=3 does not compile"
+    assert report.compile_groups == 4, "BLOCK is launch-only: one module per DELAY value"
+    assert report.best is not None and report.best.knobs["DELAY"] == 0
+    summary, history = read_run(run)
+    assert summary["best"]["knobs"]["DELAY"] == 0
+    assert not history[summary["best"]["id"] - 1].screening
