@@ -61,6 +61,12 @@ def run_kernelopt(workload, label: str, max_configs: int | None, results: Path) 
         "best": " ".join(f"{k}={v}" for k, v in best.knobs.items()) if best else "-",
         "best_us": best.result.score_us if best else None,
         "baseline_us": baseline.score_us if baseline and baseline.ranks else None,
+        "details": [
+            f"{report.configs} configs: "
+            + ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in report.phases_s.items()),
+            "compile (worker thread pool, overlapping device work): "
+            f"{np.mean([o.result.compile_time_s or 0 for o in screened]) * 1000:.0f} ms per module (mean)",
+        ],
     }
 
 
@@ -117,13 +123,16 @@ def run_kernel_tuner(workload, max_configs: int | None) -> dict | None:
         "configs_per_s": len(results) / wall,
         "best": " ".join(f"{k}={best[k]}" for k in tune_params) if best else "-",
         "best_us": best["time"] * 1000 if best else None,
-        "detail": f"per config: compile {mean('compile_time'):.0f} ms, verification {mean('verification_time'):.0f} ms, "
-        f"benchmark {mean('benchmark_time'):.0f} ms (means over valid configs; time = mean of 7 runs)",
+        "details": [
+            f"per config: compile {mean('compile_time'):.0f} ms, "
+            f"verification {mean('verification_time'):.0f} ms, "
+            f"benchmark {mean('benchmark_time'):.0f} ms (means over valid configs)"
+        ],
     }
 
 
 def launch_only_workload(base):
-    """The naive SGEMM whose block shape is a launch-only knob: one compile for the whole sweep."""
+    """The naive SGEMM at 1024^3 whose block shape is a launch-only knob: one compile for the sweep."""
     data = base.model_dump(mode="python")
     data["name"] = "sgemm_launch_only"
     data["kernel"] = {"source": "sgemm_naive.cu", "entry": "sgemm", "options": []}
@@ -138,6 +147,14 @@ def launch_only_workload(base):
         "restrictions": ["BX * BY >= 32 and BX * BY <= 1024"],
     }
     data["baseline"] = None
+    data["cases"] = [
+        {
+            "name": "n1024",
+            "kind": "performance",
+            "sizes": {"M": 1024, "N": 1024, "K": 1024},
+            "emulation_sizes": {"M": 64, "N": 48, "K": 32},
+        }
+    ]
     from kernelopt_jupyter.core.workload import Workload
 
     return Workload.model_validate(data).bind_location(base.spec_path, base.base_dir)
@@ -156,33 +173,42 @@ def main() -> None:
         rows.append(tuned or {"engine": "kernel_tuner (not importable)", "configs": 0})
     rows.append(run_kernelopt(launch_only_workload(workload), "kernelopt launch-only", None, results))
     shutil.rmtree(results, ignore_errors=True)
-    header = f"{'engine':<24}{'configs':>8}{'valid':>6}{'compiles':>9}{'sweep s':>9}{'total s':>9}{'configs/s':>10}{'best µs':>10}  best config"
-    print(header)
-    print("-" * len(header))
-    for row in rows:
-        if not row.get("configs"):
-            print(f"{row['engine']:<24}")
-            continue
-        best_us = f"{row['best_us']:.1f}" if row.get("best_us") else "-"
-        print(
-            f"{row['engine']:<24}{row['configs']:>8}{row['valid']:>6}{row['compiles']:>9}{row['wall_s']:>9.2f}"
-            f"{row['total_s']:>9.2f}{row['configs_per_s']:>10.1f}{best_us:>10}  {row['best']}"
-        )
+    print_table(rows)
+
+
+def print_table(rows: list[dict]) -> None:
+    import pandas as pd
+
+    columns = {
+        "engine": "engine",
+        "configs": "configs",
+        "valid": "valid",
+        "compiles": "compiles",
+        "wall_s": "sweep s",
+        "total_s": "total s",
+        "configs_per_s": "configs/s",
+        "best_us": "best µs",
+        "best": "best config",
+    }
+    table = pd.DataFrame([{title: row.get(key) for key, title in columns.items()} for row in rows])
     baseline = rows[0].get("baseline_us")
     if baseline:
-        print(
-            f"{'cuBLAS (cupy.matmul)':<24}{'':>8}{'':>6}{'':>9}{'':>9}{'':>9}{'':>10}{baseline:>10.1f}  same protocol as kernelopt"
-        )
+        table.loc[len(table)] = {
+            "engine": "cuBLAS (cupy.matmul)",
+            "best µs": baseline,
+            "best config": "(vendor)",
+        }
+    print(table.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.2f}"))
     for row in rows:
-        if row.get("detail"):
-            print(f"{row['engine']}: {row['detail']}")
+        for line in row.get("details", []):
+            print(f"{row['engine']}: {line}")
     print(
-        "sweep s: the sweep alone (kernelopt: screening + full re-timing of 5 finalists); total s adds worker start,"
+        "sweep s: the sweep alone (kernelopt: validation + screening of every config, then the full protocol"
     )
+    print("on 5 finalists); total s adds worker start, inputs, the float64 reference and the baseline.")
     print(
-        "inputs, the float64 reference and the baseline. best µs: kernelopt = median of 100 launches after 10 warm-up;"
+        "best µs: kernelopt = median under the full protocol; Kernel Tuner = its reported time (mean of 7)."
     )
-    print("Kernel Tuner = its reported time (mean of 7 launches).")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from kernelopt_jupyter.core.store import read_run
 from kernelopt_jupyter.session import Session, SweepSettings
 
 FAULTS = Path(__file__).parent / "fixtures" / "faults"
-QUICK = TimingProtocol(warmup=2, samples=10, max_samples=10)
+QUICK = TimingProtocol(warmup=2, samples=10, max_samples=10, mode="back_to_back")
 
 backends = pytest.mark.parametrize("backend", ["cpu", pytest.param("cupy", marks=pytest.mark.gpu)])
 
@@ -89,6 +89,7 @@ def _delay_workload(workload_dir: Path):
     (workload_dir / "delay.cu").write_text((FAULTS / "delay.cu").read_text())
     data["kernel"]["source"] = "delay.cu"
     data["tuning"] = {"knobs": {"DELAY": [2, 1, 0, 3], "BLOCK": [128, 256, 2048]}}
+    data["cases"][1]["emulation_sizes"] = {"N": 4000}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return load_workload(path)
 

@@ -104,7 +104,7 @@ def test_heatmap_marks_failures_and_emulation(workload_dir, tmp_path):
     store.add("// b", result(None, Status.COMPILE_ERROR))
     store.render_heatmap()
     svg = (store.path / "heatmap.svg").read_text()
-    assert "compile_error" in svg and "CPU emulation" in svg and "20.0" in svg
+    assert "compile_error" in svg and "emulated, not GPU timings" in svg and "20.0" in svg
 
 
 def test_atomic_write_leaves_old_or_new(tmp_path):

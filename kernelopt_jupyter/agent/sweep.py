@@ -25,13 +25,25 @@ from ..core.settings import TimingProtocol
 from ..core.tuning_space import KnobValues, enumerate_space
 from ..worker.evaluator import Evaluator, KernelHandle
 
-SCREEN_TIMING = TimingProtocol(warmup=1, samples=5, max_samples=20, budget_s=0.01)
+
+def screen_protocol(full: TimingProtocol) -> TimingProtocol:
+    """A short version of the full protocol (same mode and cache): enough to rank, not to report."""
+    return full.model_copy(
+        update={
+            "warmup": 1,
+            "samples": 3,
+            "max_samples": 20,
+            "budget_s": 0.01,
+            "target_cv": None,
+            "host_check": False,
+        }
+    )
 
 
 @dataclass
 class SweepSettings:
     max_configs: int | None = None
-    screen: TimingProtocol = SCREEN_TIMING
+    screen: TimingProtocol | None = None  # None: derived from the evaluator's protocol
     finalists: int = 5
     compile_ahead: int = 64
     sample_seed: int = 0
@@ -55,6 +67,10 @@ class SweepReport:
     wall_s: float = 0.0
     compile_groups: int = 0
     best: SweepOutcome | None = None
+    phases_s: dict[str, float] = field(default_factory=dict)
+
+    def add_time(self, phase: str, seconds: float) -> None:
+        self.phases_s[phase] = self.phases_s.get(phase, 0.0) + seconds
 
     @property
     def configs_per_s(self) -> float:
@@ -104,6 +120,7 @@ def run_sweep(
     source = evaluator.workload.kernel_code()
     total, configs = choose_configs(evaluator, settings)
     report = SweepReport(space_size=total, configs=len(configs))
+    screen = settings.screen or screen_protocol(evaluator.settings.timing)
     runnable: list[KnobValues] = []
     for knobs in configs:
         reason = over_limits(evaluator, knobs)
@@ -126,13 +143,23 @@ def run_sweep(
             handles[ahead] = evaluator.submit(source, runnable[ahead])
         handle = handles[index]
         assert handle is not None
-        result = evaluator.run(handle, evaluator.wait_compiled(handle), None, knobs, timing=settings.screen)
+        mark = time.perf_counter()
+        compiled = evaluator.wait_compiled(handle)
+        report.add_time("compile wait", time.perf_counter() - mark)
+        mark = time.perf_counter()
+        with evaluator.screening():
+            result = evaluator.run(handle, compiled, None, knobs, timing=screen)
+        report.add_time("validate + screen", time.perf_counter() - mark)
         _release(evaluator, handle, remaining_uses)
         outcome = SweepOutcome(knobs, result)
         report.outcomes.append(outcome)
+        mark = time.perf_counter()
         if record is not None:
             record(outcome)
+        report.add_time("record", time.perf_counter() - mark)
+    mark = time.perf_counter()
     _retime_finalists(evaluator, source, settings, report, record)
+    report.add_time("finalists (full protocol)", time.perf_counter() - mark)
     report.wall_s = time.perf_counter() - started
     return report
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..core.launch import LaunchDims, launch_limit_reason
+from ..core.physics import Peaks
 from ..core.results import DeviceInfo, KernelAttributes, Status
 from ..core.settings import TimingProtocol
 
@@ -74,6 +75,7 @@ class TimingSamples:
     clock: str = "cuda_events"
     flags: list[str] = field(default_factory=list)
     host_us_per_launch: float | None = None
+    clock_mhz: list[float] = field(default_factory=list)
 
 
 class Backend(abc.ABC):
@@ -134,12 +136,32 @@ class Backend(abc.ABC):
                 break
         return TimingSamples(samples, request.warmup, mode="per_launch", cache=request.cache, clock="host")
 
+    def measure_peaks(self) -> Peaks:
+        """Host ceilings (a large copy, a BLAS matrix product): what the CPU emulation can never beat."""
+        size = 1 << 26
+        source, target = np.ones(size, np.float32), np.empty(size, np.float32)
+        copy_s = min(_seconds(lambda: np.copyto(target, source)) for _ in range(3))
+        matrix = np.ones((1024, 1024), np.float32)
+        product_s = min(_seconds(lambda: matrix @ matrix) for _ in range(3))
+        return Peaks(
+            device=self.device_info().name,
+            dram_gbs=2 * source.nbytes / copy_s / 1e9,
+            fp32_gflops=2 * 1024**3 / product_s / 1e9,
+            method="numpy copy and matmul on the host",
+        )
+
     def classify_error(self, error: Exception) -> LaunchFailed | None:
         """Map a backend-specific exception (by its status code, never its text) to a verdict."""
         return None
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release the device; the default has nothing to release."""
+
+
+def _seconds(work: Callable[[], object]) -> float:
+    begin = time.perf_counter()
+    work()
+    return time.perf_counter() - begin
 
 
 def enough_samples(samples: list[float], request: TimingProtocol, elapsed_s: float) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,17 +17,11 @@ import cupy
 import numpy as np
 
 from ..core.launch import LaunchDims
+from ..core.physics import Peaks
 from ..core.results import DeviceInfo, KernelAttributes, Status
 from ..core.settings import TimingProtocol
-from .base import (
-    Backend,
-    CompiledKernel,
-    CompileFailed,
-    CompileRequest,
-    LaunchFailed,
-    TimingSamples,
-    enough_samples,
-)
+from .base import Backend, CompiledKernel, CompileFailed, CompileRequest, LaunchFailed, TimingSamples
+from .cupy_timing import Clocks, StreamHold, Timer
 
 # CUDA error codes (identical in the runtime and driver APIs for these values).
 _NOT_READY = 600
@@ -52,6 +45,19 @@ _STICKY = {
     999: "unknown error",
 }
 _DEFAULT_OPTIONS = ("-std=c++17",)
+_FMA_SOURCE = r"""
+extern "C" __global__ void kernelopt_fma_peak(float* sink, int iterations) {
+    float a[8];
+    for (int j = 0; j < 8; ++j) a[j] = threadIdx.x * 1e-7f + j;
+    for (int i = 0; i < iterations; ++i) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) a[j] = fmaf(a[j], 0.999999f, 1e-7f);
+    }
+    float total = 0.0f;
+    for (int j = 0; j < 8; ++j) total += a[j];
+    sink[blockIdx.x * blockDim.x + threadIdx.x] = total;
+}
+"""
 
 
 class CupyBackend(Backend):
@@ -71,7 +77,7 @@ class CupyBackend(Backend):
         self.stream.use()
         self._info: DeviceInfo | None = None
         self._smem_opt_in: dict[int, int] = {}
-        self._lock = threading.Lock()
+        self._timer_instance: Timer | None = None
 
     # --- device -----------------------------------------------------------------------------------------
     def device_info(self) -> DeviceInfo:
@@ -131,29 +137,59 @@ class CupyBackend(Backend):
         prepare: Callable[[], None] | None = None,
         timeout_s: float = 10.0,
     ) -> TimingSamples:
-        """One CUDA event pair around every launch; ``prepare`` runs outside the pair."""
-        for _ in range(request.warmup):
-            if prepare:
-                prepare()
-            run()
-        self.synchronize(timeout_s * max(1, request.warmup))
-        samples: list[float] = []
-        started = time.perf_counter()
-        while not samples or not enough_samples(samples, request, time.perf_counter() - started):
-            batch = max(1, min(request.samples - len(samples), 100)) if len(samples) < request.samples else 25
-            batch = min(batch, request.max_samples - len(samples))
-            pairs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(batch)]
-            for start, end in pairs:
-                if prepare:
-                    prepare()
-                start.record(self.stream)
-                run()
-                end.record(self.stream)
-            _wait(pairs[-1][1], timeout_s * batch)
-            samples.extend(cupy.cuda.get_elapsed_time(start, end) * 1000.0 for start, end in pairs)
-        return TimingSamples(
-            samples, request.warmup, mode="per_launch", cache=request.cache, clock=self.clock
+        """Sample with CUDA events (see :mod:`.cupy_timing`), then check the host's view of the same work."""
+        samples = self._timer().measure(run, request, prepare, _wait, timeout_s)
+        if request.host_check:
+            samples.host_us_per_launch = self._timer().host_time_per_launch(run, prepare)
+        return samples
+
+    def _timer(self) -> Timer:
+        if self._timer_instance is None:
+            info = self.device_info()
+            self._timer_instance = Timer(
+                self.stream, StreamHold(info.sm_clock_mhz), Clocks(self.device_id), info.l2_cache_bytes or 0
+            )
+        return self._timer_instance
+
+    def measure_peaks(self) -> Peaks:
+        """DRAM and L2 copy bandwidth (bytes read + written) and the FMA rate, measured with events."""
+        info = self.device_info()
+        big = cupy.empty(1 << 28, np.float32)
+        big_out = cupy.empty_like(big)
+        small_count = min(1 << 21, (info.l2_cache_bytes or 8 << 20) // 16)
+        small, small_out = cupy.ones(small_count, np.float32), cupy.empty(small_count, np.float32)
+        dram = 2 * big.nbytes / self._best_event_time(lambda: big_out.__setitem__(Ellipsis, big))
+        repeats = 20
+
+        def l2_copies() -> None:
+            for _ in range(repeats):
+                small_out[...] = small
+
+        l2 = 2 * small.nbytes * repeats / self._best_event_time(l2_copies)
+        fma = cupy.RawKernel(_FMA_SOURCE, "kernelopt_fma_peak")
+        blocks, threads, iterations = (info.sm_count or 1) * 16, 256, 2048
+        sink = cupy.empty(blocks * threads, np.float32)
+        seconds = self._best_event_time(lambda: fma((blocks,), (threads,), (sink, np.int32(iterations))))
+        flops = 2.0 * 8 * iterations * blocks * threads / seconds
+        return Peaks(
+            device=info.name,
+            dram_gbs=dram / 1e9,
+            l2_gbs=l2 / 1e9,
+            fp32_gflops=flops / 1e9,
+            method="device copy (1 GiB), L2-resident copy, FMA-bound kernel; best of 5",
         )
+
+    def _best_event_time(self, work: Callable[[], None], repeats: int = 5) -> float:
+        work()
+        best = float("inf")
+        for _ in range(repeats):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(self.stream)
+            work()
+            end.record(self.stream)
+            end.synchronize()
+            best = min(best, cupy.cuda.get_elapsed_time(start, end) / 1000.0)
+        return best
 
     # --- errors ---------------------------------------------------------------------------------------------
     def classify_error(self, error: Exception) -> LaunchFailed | None:

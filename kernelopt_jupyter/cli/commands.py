@@ -91,6 +91,10 @@ def _launch(text: str | None) -> CandidateLaunch | None:
         raise UsageError(f"--launch: {where}: {problem['msg']}") from None
 
 
+def _emulation_note(device_name: str, emulated: bool) -> str:
+    return " (CPU emulation)" if emulated and "emulation" not in device_name.lower() else ""
+
+
 def _print(text: str = "") -> None:
     print(text, flush=True)
 
@@ -132,7 +136,7 @@ class EvaluateCommand:
         else:
             _print(
                 f"{workload.name} — {args.kernel.name} on {device.name}"
-                + (" (CPU emulation)" if device.emulated else "")
+                + _emulation_note(device.name, device.emulated)
             )
             _print(case_table(result).to_string(index=False))
             for line in failure_lines(result):
@@ -183,7 +187,7 @@ class TuneCommand:
                 device = session.device
                 _print(
                     f"{workload.name} on {device.name}"
-                    + (" (CPU emulation)" if device.emulated else "")
+                    + _emulation_note(device.name, device.emulated)
                     + f" — run {store.path}"
                 )
                 if session.baseline_note:
@@ -305,7 +309,7 @@ class ShowCommand:
         device = summary.get("device", {}).get("name", "?")
         _print(
             f"{summary.get('run')} — {summary.get('workload')} on {device}"
-            + (" (CPU emulation)" if summary.get("emulated") else "")
+            + _emulation_note(device, bool(summary.get("emulated")))
             + f" — {summary.get('status')}"
         )
         if shown:

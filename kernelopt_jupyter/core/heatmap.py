@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
 
 from .atomic import write_bytes
 from .results import CandidateResult, Status
@@ -49,22 +47,23 @@ def render_heatmap(
     emulated: bool,
     baseline: CandidateResult | None = None,
 ) -> None:
-    rows: list[tuple[str, CandidateResult]] = [(entry.label, entry.result) for entry in history]
+    rows = [(entry.label + (" (screen)" if entry.screening else ""), entry.result) for entry in history]
     if baseline is not None and baseline.status == Status.OK:
         rows.append(("baseline", baseline))
     cases, values = heatmap_matrix(rows)
-    figure = _draw(rows, cases, values, title + (" — CPU emulation (not GPU timings)" if emulated else ""))
+    figure = _draw(rows, cases, values, title + (" — emulated, not GPU timings" if emulated else ""))
     for path, fmt in ((png, "png"), (svg, "svg")):
         buffer = io.BytesIO()
         figure.savefig(buffer, format=fmt, dpi=110, bbox_inches="tight")
         write_bytes(path, buffer.getvalue())
-    plt.close(figure)
 
 
 def _draw(rows: list[tuple[str, CandidateResult]], cases: list[str], values: np.ndarray, title: str) -> Any:
     height = 1.6 + 0.32 * max(1, len(rows))
     width = 3.2 + 1.3 * max(1, len(cases))
-    figure, axes = plt.subplots(figsize=(width, height))
+    # A bare Figure (no pyplot) can be drawn on a background thread without touching global state.
+    figure = Figure(figsize=(width, height))
+    axes = figure.subplots()
     best = np.nanmin(values, axis=0) if values.size and not np.all(np.isnan(values)) else np.ones(len(cases))
     with np.errstate(invalid="ignore", divide="ignore"):
         relative = values / best

@@ -101,10 +101,9 @@ def launch_limit_reason(
     if attributes is not None:
         kernel_limit = attributes.max_threads_per_block
         if kernel_limit is not None and dims.threads_per_block > kernel_limit:
-            return (
-                f"block of {dims.threads_per_block} threads exceeds this kernel's limit of {kernel_limit} "
-                f"(it uses {attributes.registers} registers per thread)"
-            )
+            why = f" (it uses {attributes.registers} registers per thread)" if attributes.registers else ""
+            threads = dims.threads_per_block
+            return f"block of {threads} threads exceeds this kernel's limit of {kernel_limit}{why}"
         static = attributes.static_shared_bytes or 0
     limit = device.shared_mem_per_block_optin or device.shared_mem_per_block
     if limit is not None and dims.shared_mem + static > limit:

@@ -79,6 +79,8 @@ class TimingStats(_Model):
     cache: str = "warm"
     clock: str = "cuda_events"
     flags: list[str] = Field(default_factory=list)
+    sm_clock_mhz: list[float] = Field(default_factory=list, description="SM clock before and after sampling")
+    host_us_per_launch: float | None = Field(None, description="wall time per synchronous launch")
 
 
 class KernelAttributes(_Model):

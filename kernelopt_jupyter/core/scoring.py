@@ -24,6 +24,8 @@ def summarize(
     cache: str = "warm",
     clock: str = "cuda_events",
     flags: Sequence[str] = (),
+    sm_clock_mhz: Sequence[float] = (),
+    host_us_per_launch: float | None = None,
 ) -> TimingStats:
     values = np.asarray(samples_us, dtype=np.float64)
     if values.size == 0:
@@ -44,6 +46,8 @@ def summarize(
         cache=cache,
         clock=clock,
         flags=list(flags),
+        sm_clock_mhz=list(sm_clock_mhz),
+        host_us_per_launch=host_us_per_launch,
     )
 
 

@@ -29,8 +29,10 @@ class TimingProtocol(BaseModel):
     max_samples: int = Field(100, ge=1)
     budget_s: float | None = Field(None, gt=0)
     target_cv: float | None = Field(None, gt=0)
-    mode: str = "per_launch"
+    mode: Literal["per_launch", "back_to_back", "graph"] = "per_launch"
+    launches_per_sample: int = Field(0, ge=0, description="0: enough launches for ~20 µs per sample")
     cache: Literal["warm", "cold"] = "warm"
+    host_check: bool = Field(True, description="also time a few synchronous launches by the host clock")
 
 
 class EvaluationSettings(BaseModel):
@@ -49,6 +51,7 @@ class EvaluationSettings(BaseModel):
     launch_timeout_s: float = Field(10.0, gt=0)
     compile_timeout_s: float = Field(300.0, gt=0)
     memcheck: bool = Field(False, description="CPU emulation only: report out-of-bounds accesses")
+    physics_floor: bool = Field(True, description="a case faster than the measured peaks allow is invalid")
     timing: TimingProtocol = Field(default_factory=TimingProtocol)
 
     def public_dump(self) -> dict[str, object]:

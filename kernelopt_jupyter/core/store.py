@@ -9,11 +9,13 @@ candidate, so at any moment the directory is a readable run holding every finish
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,7 @@ class RunStore:
         self.reference: CandidateResult | None = None
         self.heatmap_interval_s = heatmap_interval_s
         self._last_heatmap = 0.0
+        self._painter = BackgroundPainter(self.render_heatmap)
         self._best_id: int | None = None
 
     # --- creating ----------------------------------------------------------------------------------------
@@ -195,7 +198,8 @@ class RunStore:
             write_replay(self.path, self.workload, entry, result)
         self._write_summary()
         if time.monotonic() - self._last_heatmap >= self.heatmap_interval_s:
-            self.render_heatmap()
+            self._last_heatmap = time.monotonic()
+            self._painter.request()
         return entry
 
     def _improves(self, entry: HistoryEntry) -> bool:
@@ -221,6 +225,7 @@ class RunStore:
         if reveal:
             self.summary["settings"] = {**self.summary.get("settings", {}), **reveal}
         self._write_summary()
+        self._painter.wait()
         self.render_heatmap()
 
     # --- derived files --------------------------------------------------------------------------------------
@@ -228,7 +233,7 @@ class RunStore:
         if not self.history:
             return
         render_heatmap(
-            self.history,
+            list(self.history),
             self.path / "heatmap.png",
             self.path / "heatmap.svg",
             title=f"{self.workload.name} — {self.summary['device']['name']}",
@@ -282,6 +287,39 @@ class RunStore:
             }
         )
         write_json(self.path / "summary.json", self.summary)
+
+
+class BackgroundPainter:
+    """Redraws a derived file on one background thread, coalescing requests, so a sweep never waits
+    for matplotlib; ``wait`` lets the final drawing happen after the last background one."""
+
+    def __init__(self, draw: Callable[[], None]) -> None:
+        self._draw = draw
+        self._lock = threading.Lock()
+        self._pending = False
+        self._thread: threading.Thread | None = None
+
+    def request(self) -> None:
+        with self._lock:
+            self._pending = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="kernelopt-heatmap", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._thread = None
+                    return
+                self._pending = False
+            with contextlib.suppress(Exception):  # a failed redraw must not take the run down
+                self._draw()
+
+    def wait(self) -> None:
+        thread = self._thread
+        if thread is not None:
+            thread.join()
 
 
 def read_run(path: str | Path) -> tuple[dict[str, Any], list[HistoryEntry]]:

@@ -8,11 +8,12 @@ cases and kernels sent again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from ..core.errors import ExpressionError
 from ..core.inputs import case_variables
 from ..core.launch import CandidateLaunch, LaunchDims, resolve_launch
+from ..core.physics import Peaks, impossible
 from ..core.results import CandidateResult, CaseResult, DeviceInfo, KernelAttributes, Status, worst
 from ..core.scoring import score
 from ..core.settings import EvaluationSettings, TimingProtocol
@@ -75,6 +77,7 @@ class Evaluator:
             self.settings.backend, memcheck=self.settings.memcheck, log_dir=self.work_dir
         )
         self._reference: CudaReferenceRunner | None = None
+        self._peaks: Peaks | None = None
         self._cases: CasePreparer | None = None
         self._generation = 0
         self._loaded: set[str] = set()
@@ -107,6 +110,13 @@ class Evaluator:
             )
         return self._cases
 
+    @property
+    def peaks(self) -> Peaks:
+        """The device's measured ceilings (measured once per device, then cached on disk)."""
+        if self._peaks is None:
+            self._peaks = Peaks.model_validate(self.client.call({"op": "peaks"}, 300))
+        return self._peaks
+
     def _sync_worker(self) -> None:
         """After a worker restart, send the workload again and forget what the old one held."""
         self.client.ensure_started()
@@ -130,6 +140,22 @@ class Evaluator:
             self.client.call(prepared.load_message(), 120)
             self._loaded.add(prepared.key)
         return prepared.key
+
+    @contextlib.contextmanager
+    def screening(self) -> Iterator[None]:
+        """Within: one validation trial, no repeat run, no re-validation (a sweep's quick pass).
+
+        Every case is still checked against the reference; the full defences run again on whatever
+        is re-timed as a finalist, which is the only thing that can become the best.
+        """
+        saved = self.settings
+        self.settings = saved.model_copy(
+            update={"trials": 1, "repeat_check": False, "revalidate_after_timing": False}
+        )
+        try:
+            yield
+        finally:
+            self.settings = saved
 
     # --- compiling ---------------------------------------------------------------------------------
     def handle_for(self, source: str, knobs: KnobValues | None = None) -> KernelHandle:
@@ -211,7 +237,7 @@ class Evaluator:
         result = CandidateResult(
             status=Status.OK, backend=self.device.backend, device=self.device.name, source_hash="baseline"
         )
-        result.cases = self._run_cases("baseline", None, None, None, timing)
+        result.cases = self._run_cases("baseline", None, None, self.knobs_with_defaults(None), timing)
         return self._finish(result)
 
     def _finish(self, result: CandidateResult) -> CandidateResult:
@@ -286,6 +312,10 @@ class Evaluator:
             return CaseResult(status=exc.status, message=exc.message, **base, **_dims(dims))
         result = CaseResult.model_validate(reply)
         result.sizes, result.flops, result.bytes = sizes, flops, moved
+        if result.timing is not None and settings.physics_floor:
+            reason = impossible(result, self.peaks, self.device.l2_cache_bytes)
+            if reason is not None:
+                result.status, result.message = Status.INVALID, reason
         for trial in range(settings.trials):
             result.flags.extend(f for f in self.cases.get(case, trial).flags if f not in result.flags)
         return result

@@ -34,6 +34,13 @@ class LoadedCase:
     scalars: dict[str, int | float]
     output_shapes: dict[str, tuple[tuple[int, ...], np.dtype]]
     reference: dict[str, np.ndarray] = field(default_factory=dict)
+    _device_reference: dict[str, Any] = field(default_factory=dict)
+
+    def expected(self, name: str, xp: Any) -> Any:
+        """The reference output on the device, uploaded the first time a candidate needs it."""
+        if name not in self._device_reference:
+            self._device_reference[name] = xp.asarray(self.reference[name])
+        return self._device_reference[name]
 
 
 @dataclass
@@ -48,6 +55,12 @@ class RunRequest:
     timing: TimingProtocol | None = None
     repeat_check: bool = False
     revalidate: LoadedCase | None = None
+
+
+# A synchronous launch costs the device time plus a launch latency of some microseconds; beyond
+# this, the wall clock saw work the events did not.
+ESCAPED_WORK_RATIO = 3.0
+ESCAPED_WORK_SLACK_US = 100.0
 
 
 class CaseFailed(Exception):
@@ -104,7 +117,7 @@ class CaseRunner:
             compare_output(
                 output.name,
                 buffers[output.name],
-                self.xp.asarray(case.reference[output.name]),
+                case.expected(output.name, self.xp),
                 self.workload.tolerance_for(output),
                 self.xp,
             )
@@ -230,8 +243,18 @@ class CaseRunner:
             cache=samples.cache,
             clock=samples.clock,
             flags=samples.flags,
+            sm_clock_mhz=samples.clock_mhz,
+            host_us_per_launch=samples.host_us_per_launch,
         )
-        return stats, list(samples.flags)
+        flags = list(samples.flags)
+        host = samples.host_us_per_launch
+        if host is not None and host > ESCAPED_WORK_RATIO * stats.median_us + ESCAPED_WORK_SLACK_US:
+            flags.append(
+                f"host wall time per launch ({host:.1f} µs) is far above the device time "
+                f"({stats.median_us:.1f} µs): work may be running outside the timed region"
+            )
+        stats.flags = flags
+        return stats, flags
 
 
 def _bind(invoke_for: Callable[[LoadedCase, dict[str, Any]], None], case: LoadedCase) -> Invoke:

@@ -23,6 +23,7 @@ from ..backends import create_backend
 from ..backends.base import Backend, CompiledKernel, CompileFailed, CompileRequest, LaunchFailed
 from ..core.callables import resolve_callable
 from ..core.launch import LaunchDims
+from ..core.physics import cached_peaks, remember_peaks
 from ..core.results import Status
 from ..core.settings import TimingProtocol
 from ..core.workload import Workload
@@ -42,6 +43,15 @@ class Worker:
     # --- operations -------------------------------------------------------------------------------
     def op_hello(self, _message: dict[str, Any]) -> Any:
         return {"device": self.backend.device_info().model_dump(mode="json"), "pid": os.getpid()}
+
+    def op_peaks(self, _message: dict[str, Any]) -> Any:
+        info = self.backend.device_info()
+        key = f"{info.backend}:{info.name}:{info.compute_capability}"
+        peaks = cached_peaks(key)
+        if peaks is None:
+            peaks = self.backend.measure_peaks()
+            remember_peaks(key, peaks)
+        return peaks.model_dump()
 
     def op_workload(self, message: dict[str, Any]) -> Any:
         workload = Workload.model_validate(message["workload"])

@@ -1,0 +1,265 @@
+"""Timing on a CUDA device without the usual lies.
+
+* One CUDA event pair per launch, recorded from Python, measures the host's launch latency when the
+  kernel is short (a no-op reads ~11 µs on an H100). So every mode except ``per_launch`` first
+  queues a *blocking kernel* that spins on a host-mapped flag, enqueues a whole batch of samples
+  behind it, then releases the flag: the GPU runs the batch back to back and the events bracket
+  device work only (nvbench's method).
+* ``events``: one event pair around each launch, in-out buffers restored and (cold mode) an
+  L2-sized buffer overwritten between samples, outside the pair.
+* ``back_to_back``: one event pair around ``launches_per_sample`` launches; time per launch is the
+  mean. ``graph``: the same launches captured once as a CUDA graph and replayed.
+* Before timing, persisting-L2 lines are reset and the persisting limit set to 0, so a candidate
+  cannot pin its data in L2. The SM clock is read around the measurement (NVML) and samples taken
+  under 75 % of the maximum are flagged. A few synchronous launches compare host wall time with the
+  event time: a large gap means work escaped the timed region (e.g. onto another stream).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import time
+from collections.abc import Callable
+from typing import Any
+
+import cupy
+import numpy as np
+
+from ..core.settings import TimingProtocol
+from .base import TimingSamples, enough_samples
+
+_BLOCKER_SOURCE = r"""
+extern "C" __global__ void kernelopt_hold_stream(volatile int* flag, long long timeout_cycles) {
+    long long start = clock64();
+    while (flag[0] == 0) {
+        if (clock64() - start > timeout_cycles) { flag[1] = 1; return; }
+    }
+}
+"""
+_MAPPED = 0x02  # cudaHostAllocMapped
+_PERSISTING_L2_LIMIT = 0x06  # cudaLimitPersistingL2CacheSize
+THROTTLE_FRACTION = 0.75
+TARGET_SAMPLE_US = 20.0
+
+
+class StreamHold:
+    """A kernel that holds a stream until the host has queued a whole batch behind it."""
+
+    def __init__(self, clock_mhz: float | None) -> None:
+        self.kernel = cupy.RawKernel(_BLOCKER_SOURCE, "kernelopt_hold_stream")
+        self.host = cupy.cuda.runtime.hostAlloc(8, _MAPPED)
+        self.flag = (ctypes.c_int * 2).from_address(self.host)
+        self.timeout_cycles = np.int64(int((clock_mhz or 2000) * 1e6 * 5))  # about five seconds
+
+    def hold(self, stream: Any) -> None:
+        self.flag[0] = 0
+        self.flag[1] = 0
+        self.kernel((1,), (1,), (np.intp(self.host), self.timeout_cycles), stream=stream)
+
+    def release(self) -> None:
+        self.flag[0] = 1
+
+    def timed_out(self) -> bool:
+        """The hold gave up before release: part of the batch ran while still being queued."""
+        return bool(self.flag[1])
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            cupy.cuda.runtime.freeHost(self.host)
+
+
+class Clocks:
+    """SM clock readings through NVML, when nvidia-ml-py is installed."""
+
+    def __init__(self, device_id: int) -> None:
+        self.handle: Any = None
+        self.max_mhz: float | None = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            bus_id = cupy.cuda.runtime.deviceGetPCIBusId(device_id)
+            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+            self.max_mhz = float(pynvml.nvmlDeviceGetMaxClockInfo(self.handle, pynvml.NVML_CLOCK_SM))
+            self._pynvml = pynvml
+        except Exception:  # no NVML: clocks simply are not recorded
+            self.handle = None
+
+    def sm_mhz(self) -> float | None:
+        if self.handle is None:
+            return None
+        try:
+            return float(self._pynvml.nvmlDeviceGetClockInfo(self.handle, self._pynvml.NVML_CLOCK_SM))
+        except Exception:
+            return None
+
+
+def set_persisting_limit_zero() -> bool:
+    """No L2 set-aside for persisting accesses (False if the device has no such limit)."""
+    try:
+        cupy.cuda.runtime.deviceSetLimit(_PERSISTING_L2_LIMIT, 0)
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+    return True
+
+
+def reset_persisting_lines() -> bool:
+    """Demote every persisting L2 line to normal (cudaCtxResetPersistingL2Cache)."""
+    try:
+        from cuda.bindings import runtime as cudart
+    except ImportError:  # cuda-bindings absent: with the limit at 0 no new line can persist
+        return True
+    (error,) = cudart.cudaCtxResetPersistingL2Cache()
+    return int(error) == 0
+
+
+class Timer:
+    """Runs the sampling loop for one kernel (or callable) on one stream."""
+
+    def __init__(self, stream: Any, hold: StreamHold, clocks: Clocks, l2_bytes: int) -> None:
+        self.stream = stream
+        self.hold = hold
+        self.clocks = clocks
+        self.flush_buffer = cupy.empty(max(2 * l2_bytes, 64 << 20), dtype=np.uint8)
+        self._l2_limit_set: bool | None = None
+
+    def reset_l2(self) -> bool:
+        if self._l2_limit_set is None:
+            self._l2_limit_set = set_persisting_limit_zero()
+        return self._l2_limit_set and reset_persisting_lines()
+
+    def flush(self) -> None:
+        self.flush_buffer.fill(np.uint8(0xA5))
+
+    def measure(
+        self,
+        run: Callable[[], None],
+        request: TimingProtocol,
+        prepare: Callable[[], None] | None,
+        wait: Callable[[Any, float], None],
+        timeout_s: float,
+    ) -> TimingSamples:
+        flags: list[str] = []
+        if not self.reset_l2():
+            flags.append("persisting L2 could not be reset")
+        warm_us = self._warm_up(run, request, prepare, wait, timeout_s)
+        per_sample = self._launches_per_sample(request, warm_us)
+        graph = self._capture(run, per_sample) if request.mode == "graph" else None
+        clock_start = self.clocks.sm_mhz()
+        samples: list[float] = []
+        started = time.perf_counter()
+        while not samples or not enough_samples(samples, request, time.perf_counter() - started):
+            batch = self._batch_size(samples, request)
+            pairs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(batch)]
+            blocked = request.mode != "per_launch"
+            if blocked:
+                self.hold.hold(self.stream)
+            for start, end in pairs:
+                if prepare:
+                    prepare()
+                if request.cache == "cold":
+                    self.flush()
+                start.record(self.stream)
+                if graph is not None:
+                    graph.launch(self.stream)
+                else:
+                    for _ in range(per_sample):
+                        run()
+                end.record(self.stream)
+            if blocked:
+                self.hold.release()
+            wait(pairs[-1][1], timeout_s * batch * per_sample + 5.0)
+            if blocked and self.hold.timed_out():
+                flags.append("the stream hold timed out; a batch ran while still being queued")
+            samples.extend(cupy.cuda.get_elapsed_time(s, e) * 1000.0 / per_sample for s, e in pairs)
+        clock_end = self.clocks.sm_mhz()
+        flags.extend(self._clock_flags(clock_start, clock_end))
+        return TimingSamples(
+            samples,
+            request.warmup,
+            launches_per_sample=per_sample,
+            mode=request.mode,
+            cache=request.cache,
+            clock="cuda_events",
+            flags=sorted(set(flags)),
+            clock_mhz=[c for c in (clock_start, clock_end) if c is not None],
+        )
+
+    def _warm_up(
+        self,
+        run: Callable[[], None],
+        request: TimingProtocol,
+        prepare: Callable[[], None] | None,
+        wait: Callable[[Any, float], None],
+        timeout_s: float,
+    ) -> float:
+        """Run the warm-up launches; return their mean device time per launch (µs)."""
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        count = max(1, request.warmup)
+        held = request.mode != "per_launch" and count <= 100
+        if held:
+            self.hold.hold(self.stream)
+        start.record(self.stream)
+        for _ in range(count):
+            if prepare:
+                prepare()
+            run()
+        end.record(self.stream)
+        if held:
+            self.hold.release()
+        wait(end, timeout_s * count)
+        return cupy.cuda.get_elapsed_time(start, end) * 1000.0 / count
+
+    @staticmethod
+    def _launches_per_sample(request: TimingProtocol, warm_us: float) -> int:
+        """Enough launches per event pair to make a sample ~20 µs; one when each sample must be cold."""
+        if request.mode == "per_launch" or request.cache == "cold":
+            return 1
+        if request.launches_per_sample:
+            return request.launches_per_sample
+        return int(min(50, max(1, round(TARGET_SAMPLE_US / max(warm_us, 0.1)))))
+
+    def host_time_per_launch(
+        self, run: Callable[[], None], prepare: Callable[[], None] | None, count: int = 5
+    ) -> float:
+        """Wall time per launch with a device-wide synchronize after each: catches escaped work."""
+        total = 0.0
+        for _ in range(count):
+            if prepare:
+                prepare()
+                cupy.cuda.runtime.deviceSynchronize()
+            begin = time.perf_counter()
+            run()
+            cupy.cuda.runtime.deviceSynchronize()
+            total += time.perf_counter() - begin
+        return total / count * 1e6
+
+    def _capture(self, run: Callable[[], None], launches: int) -> Any:
+        self.stream.begin_capture()
+        try:
+            for _ in range(launches):
+                run()
+        finally:
+            graph = self.stream.end_capture()
+        graph.upload(self.stream)
+        return graph
+
+    @staticmethod
+    def _batch_size(samples: list[float], request: TimingProtocol) -> int:
+        # Keep each queued batch well under the driver's launch-queue depth, or the host would block
+        # behind the held stream.
+        launches = request.launches_per_sample if request.mode == "back_to_back" else 1
+        cap = max(1, 200 // (launches + 2))
+        wanted = request.samples - len(samples) if len(samples) < request.samples else 25
+        return max(1, min(wanted, cap, request.max_samples - len(samples)))
+
+    def _clock_flags(self, start: float | None, end: float | None) -> list[str]:
+        maximum = self.clocks.max_mhz
+        readings = [c for c in (start, end) if c is not None]
+        if not maximum or not readings:
+            return []
+        low = min(readings)
+        if low < THROTTLE_FRACTION * maximum:
+            return [f"SM clock {low:.0f} MHz < 75% of its {maximum:.0f} MHz maximum (throttled?)"]
+        return []
