@@ -14,7 +14,7 @@ from kernelopt_jupyter.core.store import read_run
 from kernelopt_jupyter.session import Session, SweepSettings
 
 FAULTS = Path(__file__).parent / "fixtures" / "faults"
-QUICK = TimingProtocol(warmup=2, samples=10, max_samples=10, mode="back_to_back")
+QUICK = TimingProtocol.fixed(2, 10, mode="back_to_back")
 
 backends = pytest.mark.parametrize("backend", ["cpu", pytest.param("cupy", marks=pytest.mark.gpu)])
 
@@ -108,3 +108,21 @@ def test_sweep_finds_the_known_fastest_config(workload_dir, backend, tmp_path):
     summary, history = read_run(run)
     assert summary["best"]["knobs"]["DELAY"] == 0
     assert not history[summary["best"]["id"] - 1].screening
+
+
+@backends
+def test_close_candidates_are_retimed_interleaved(workload_dir, backend, tmp_path, monkeypatch):
+    import kernelopt_jupyter.session.session as session_module
+
+    monkeypatch.setattr(session_module, "AB_WINDOW", float("inf"))  # treat every pair as "close"
+    workload = load_workload(workload_dir / "workload.yaml")
+    slower = (FAULTS / "delay.cu").read_text().replace("#define DELAY 0", "#define DELAY 1")
+    slower = slower.replace("DELAY * 3000", "DELAY * 300")
+    with Session(workload, settings=settings(backend), results_dir=tmp_path) as session:
+        first = session.evaluate(workload.kernel_code(), proposer="initial")
+        assert first.ab is None, "nothing to compare the first candidate with"
+        second = session.evaluate(slower, proposer="user")
+        assert second.ab is not None and second.ab["against"] == first.id
+        assert set(second.ab["cases"]) == {"big"}
+        assert second.ab["ratio"] > 1.0, "the delayed kernel is slower side by side"
+        assert session.best.id == first.id, "the side-by-side measurement decides, and it lost"

@@ -35,6 +35,8 @@ def test_example_evaluates_on_cpu_through_the_cli(example, capsys):
             "1",
             "--samples",
             "3",
+            "--budget",
+            "0",
             "--json",
         ]
     )
@@ -59,6 +61,8 @@ def test_example_tunes_on_cpu_through_the_cli(example, tmp_path, capsys):
             "1",
             "--samples",
             "3",
+            "--budget",
+            "0",
             "--results",
             str(tmp_path),
             "--json",
@@ -77,7 +81,7 @@ def test_example_tunes_on_cpu_through_the_cli(example, tmp_path, capsys):
 @pytest.mark.parametrize("example", EXAMPLES, ids=NAMES)
 def test_example_evaluates_and_ranks_on_gpu(example, tmp_path):
     workload = load_workload(example / "workload.yaml")
-    settings = EvaluationSettings(backend="cupy", timing=TimingProtocol(warmup=3, samples=20, max_samples=20))
+    settings = EvaluationSettings(backend="cupy", timing=TimingProtocol.fixed(3, 20))
     with Session(workload, settings=settings, results_dir=tmp_path) as session:
         entry = session.evaluate_initial()
         assert entry.result.status == Status.OK, entry.result.message

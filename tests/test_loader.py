@@ -1,11 +1,12 @@
 """Every way a spec can be wrong is rejected before anything runs, naming file, field and line."""
 
+import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 
-from kernelopt_jupyter.core.errors import SpecError
+from kernelopt_jupyter.core.errors import SpecError, SpecWarning
 from kernelopt_jupyter.core.loader import load_workload
 
 
@@ -192,3 +193,18 @@ def test_restriction_on_a_text_knob(workload_dir):
 def test_numeric_looking_knob_values_are_numbers(workload_dir):
     path = edit(workload_dir, lambda d: d["tuning"]["knobs"].update(EPS=["1e-5", "2"]))
     assert load_workload(path).tuning.knobs["EPS"] == [1e-5, 2]
+
+
+def test_power_of_two_sizes_warn(workload_dir):
+    def change(d):
+        d["cases"][0]["sizes"] = {"N": 1024}
+        d["cases"][1]["sizes"] = {"N": 65536}
+
+    path = edit(workload_dir, change)
+    with pytest.warns(SpecWarning, match="every case size is a power of two or a multiple of 32"):
+        workload = load_workload(path)
+    assert len(workload.warnings) == 1
+    edit(workload_dir, lambda d: d["cases"][0].update(sizes={"N": 1000}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_workload(path).warnings == []

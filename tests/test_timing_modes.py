@@ -12,7 +12,7 @@ pytestmark = pytest.mark.gpu
 
 
 def timed(workload, mode: str, cache: str = "warm"):
-    protocol = TimingProtocol(warmup=5, samples=50, max_samples=50, mode=mode, cache=cache)
+    protocol = TimingProtocol.fixed(5, 50, mode=mode, cache=cache)
     result = evaluate(
         workload,
         workload.kernel_code(),

@@ -58,7 +58,7 @@ def replay(request_path: Path, argv: list[str] | None = None) -> int:
     dims = LaunchDims(tuple(launch["grid"]), tuple(launch["block"]), int(launch["shared_mem"]))
     recorded = request.get("timing") or {}
     samples = args.samples or recorded.get("samples", 100)
-    protocol = TimingProtocol(warmup=recorded.get("warmup", 10), samples=samples, max_samples=samples)
+    protocol = TimingProtocol.fixed(recorded.get("warmup", 10), samples)
     try:
         timing = backend.time(lambda: backend.launch(kernel, dims, arguments), protocol)
     except LaunchFailed as exc:

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from ..core.errors import UsageError
+from ..core.errors import SpecWarning, UsageError
 from ..core.launch import CandidateLaunch
 from ..core.loader import load_workload
 from ..core.results import Status
 from ..core.settings import EvaluationSettings, TimingProtocol
 from ..core.store import HistoryEntry, read_run
+from ..core.workload import Workload
 from ..session import Session, SweepOutcome, SweepSettings, evaluate_once
 from ..session.tables import case_table, failure_lines, history_table
 
@@ -36,29 +39,72 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--memcheck", action="store_true", help="CPU emulation: report out-of-bounds accesses"
     )
     parser.add_argument(
-        "--warmup", type=int, default=10, help="warm-up launches per performance case (default 10)"
-    )
-    parser.add_argument(
-        "--samples", type=int, default=100, help="measured launches per performance case (default 100)"
-    )
-    parser.add_argument(
         "--launch-timeout", type=float, default=10.0, help="seconds before a launch counts as hung"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the saved inputs (default 0)")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON only")
+    timing = parser.add_argument_group("timing")
+    timing.add_argument(
+        "--warmup", type=int, default=10, help="warm-up launches per performance case (default 10)"
+    )
+    timing.add_argument(
+        "--samples", type=int, default=100, help="at least this many samples per case (default 100)"
+    )
+    timing.add_argument(
+        "--budget",
+        type=float,
+        default=1.0,
+        help="sample until the CV is under 0.5%% or this many seconds per case are spent "
+        "(default 1; 0 = exactly --samples)",
+    )
+    timing.add_argument(
+        "--mode",
+        choices=["back_to_back", "graph", "per_launch"],
+        default="back_to_back",
+        help="back_to_back and graph keep launch overhead out; per_launch = one event pair per launch",
+    )
+    timing.add_argument(
+        "--cold", action="store_true", help="overwrite an L2-sized buffer before every sample"
+    )
+    timing.add_argument(
+        "--seed-compatible",
+        action="store_true",
+        help="the original tool's protocol: 10 warm-up + 100 launches, one event pair each, "
+        "one validation trial",
+    )
 
 
 def _settings(args: argparse.Namespace) -> EvaluationSettings:
-    if args.warmup < 0 or args.samples < 1:
-        raise UsageError("--warmup must be >= 0 and --samples >= 1")
-    timing = TimingProtocol(warmup=args.warmup, samples=args.samples, max_samples=args.samples)
+    if args.warmup < 0 or args.samples < 1 or args.budget < 0:
+        raise UsageError("--warmup and --budget must be >= 0 and --samples >= 1")
+    cache = "cold" if args.cold else "warm"
+    if args.seed_compatible:
+        timing = TimingProtocol.seed_compatible()
+    elif args.budget == 0:
+        timing = TimingProtocol.fixed(args.warmup, args.samples, mode=args.mode, cache=cache)
+    else:
+        timing = TimingProtocol(
+            warmup=args.warmup, samples=args.samples, budget_s=args.budget, mode=args.mode, cache=cache
+        )
+    validation = {"trials": 1, "repeat_check": False, "revalidate_after_timing": False}
     return EvaluationSettings(
         backend=args.backend,
         memcheck=args.memcheck,
         timing=timing,
         launch_timeout_s=args.launch_timeout,
         seed=args.seed,
+        **(validation if args.seed_compatible else {}),
     )
+
+
+def _load(path: Path) -> Workload:
+    """Load a spec; its warnings go to stderr (Python's own warning line would repeat them)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SpecWarning)
+        workload = load_workload(path)
+    for message in workload.warnings:
+        print(f"kernelopt: warning: {message}", file=sys.stderr)
+    return workload
 
 
 def _knobs(items: list[str] | None) -> dict[str, int | float | str]:
@@ -120,7 +166,7 @@ class EvaluateCommand:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        workload = load_workload(args.workload)
+        workload = _load(args.workload)
         if not args.kernel.is_file():
             raise UsageError(f"kernel file {args.kernel} not found")
         launch = _launch(args.launch)
@@ -176,7 +222,7 @@ class TuneCommand:
     def run(args: argparse.Namespace) -> int:
         if args.max_configs is not None and args.max_configs < 1:
             raise UsageError("--max-configs must be at least 1")
-        workload = load_workload(args.workload)
+        workload = _load(args.workload)
         if workload.tuning is None or not workload.tuning.knobs:
             raise UsageError(
                 f"{args.workload} has no tuning space ('tuning: knobs:'), so there is nothing to sweep"

@@ -56,5 +56,9 @@ class SpecError(KerneloptError):
         return cls(path, [SpecProblem(field_name, message, line)])
 
 
+class SpecWarning(UserWarning):
+    """A spec that loads but invites a false pass (e.g. only power-of-two sizes)."""
+
+
 class UsageError(KerneloptError):
     """Arguments a command cannot use (a missing kernel file, a malformed ``--knob``)."""

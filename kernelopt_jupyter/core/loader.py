@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import keyword
+import warnings
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from .callables import CallableNotFound, resolve_callable, split_reference
 from .cuda_source import find_kernel
-from .errors import ExpressionError, SpecError, SpecProblem
+from .errors import ExpressionError, SpecError, SpecProblem, SpecWarning
 from .expressions import parse_condition, parse_expression
 from .specfile import SpecDocument, read_spec_document
 from .workload import KernelSource, LaunchSpec, Workload
@@ -39,7 +40,21 @@ def load_workload(path: str | Path) -> Workload:
             object.__setattr__(problem, "line", document.line_of(problem_path))
     if problems:
         raise SpecError(str(document.path), problems)
+    for message in spec_warnings(workload):
+        workload.warnings.append(f"{document.path}: {message}")
+        warnings.warn(f"{document.path}: {message}", SpecWarning, stacklevel=2)
     return workload
+
+
+def spec_warnings(workload: Workload) -> list[str]:
+    """Things that load fine but make a wrong kernel likely to pass."""
+    sizes = [value for case in workload.cases for value in case.sizes.values()]
+    if sizes and all(v > 0 and (v & (v - 1) == 0 or v % 32 == 0) for v in sizes):
+        return [
+            "cases: every case size is a power of two or a multiple of 32, so a kernel that ignores "
+            "bounds checks would pass; add a case with odd sizes (e.g. 1000 or 4097)"
+        ]
+    return []
 
 
 def validate_workload(workload: Workload) -> Workload:

@@ -45,6 +45,7 @@ class HistoryEntry(BaseModel):
     knobs: dict[str, int | float | str] = Field(default_factory=dict)
     result: CandidateResult
     screening: bool = Field(False, description="timed by a sweep's quick screen; never the best")
+    ab: dict[str, Any] | None = Field(None, description="interleaved re-timing against the best of the time")
     started_at: str
     finished_at: str
 
@@ -168,6 +169,7 @@ class RunStore:
         launch: dict[str, Any] | None = None,
         started_at: str | None = None,
         screening: bool = False,
+        ab: dict[str, Any] | None = None,
     ) -> HistoryEntry:
         entry_id = len(self.history) + 1
         source_file = f"candidates/{entry_id:04d}.cu"
@@ -183,6 +185,7 @@ class RunStore:
             knobs=result.knobs,
             result=result,
             screening=screening,
+            ab=ab,
             started_at=started_at or now(),
             finished_at=now(),
         )
@@ -206,7 +209,11 @@ class RunStore:
         if not entry.result.ranks or entry.screening:
             return False
         best = self.best
-        return best is None or entry.result.score_us < best.result.score_us  # type: ignore[operator]
+        if best is None:
+            return True
+        if entry.ab is not None and entry.ab.get("against") == best.id:
+            return bool(entry.ab["ratio"] < 1.0)  # measured side by side: that decides
+        return entry.result.score_us < best.result.score_us  # type: ignore[operator]
 
     @property
     def best(self) -> HistoryEntry | None:

@@ -272,12 +272,18 @@ class Workload(_Strict):
     tuning: TuningSpace | None = None
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
     _spec_path: str = PrivateAttr(default="<python>")
 
     @property
     def base_dir(self) -> Path:
         """The directory relative paths in the spec are resolved against."""
         return self._base_dir
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the loader found suspicious but not wrong (see ``core.loader.spec_warnings``)."""
+        return self._warnings
 
     @property
     def spec_path(self) -> str:

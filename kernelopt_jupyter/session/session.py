@@ -15,11 +15,15 @@ from ..agent.sweep import SweepOutcome, SweepReport, SweepSettings, run_sweep
 from ..core.launch import CandidateLaunch
 from ..core.loader import load_workload
 from ..core.results import CandidateResult, DeviceInfo
+from ..core.scoring import geometric_mean
 from ..core.settings import EvaluationSettings
 from ..core.store import HistoryEntry, RunStore, now
 from ..core.tuning_space import KnobValues
 from ..core.workload import Workload
 from ..worker.evaluator import Evaluator
+
+# Candidates this close to the best are re-timed side by side before they may replace it.
+AB_WINDOW = 0.03
 
 
 class Session:
@@ -103,6 +107,7 @@ class Session:
             parent_id=parent_id,
             launch=launch.model_dump(mode="json") if launch else None,
             started_at=started,
+            ab=self._against_best(result, source, launch, knobs),
         )
 
     def evaluate_initial(self) -> HistoryEntry:
@@ -128,11 +133,36 @@ class Session:
                 parent_id=parent,
                 screening=not outcome.final,
                 rationale=f"{label}: " + ", ".join(f"{k}={v}" for k, v in outcome.knobs.items()),
+                ab=self._against_best(outcome.result, source, None, outcome.knobs) if outcome.final else None,
             )
             if on_outcome is not None:
                 on_outcome(outcome, entry)
 
         return run_sweep(self.evaluator, settings, record)
+
+    def _against_best(
+        self, result: CandidateResult, source: str, launch: CandidateLaunch | None, knobs: KnobValues | None
+    ) -> dict[str, Any] | None:
+        """Within 3 % of the best, timings from separate moments can differ by drift alone: re-time
+        both A/B/A/B and let that side-by-side measurement decide who is faster."""
+        best = self.store.best if self.store else None
+        if best is None or not result.ranks or best.result.score_us is None or result.score_us is None:
+            return None
+        if abs(result.score_us / best.result.score_us - 1.0) > AB_WINDOW:
+            return None
+        assert self.store is not None
+        best_source = (self.store.path / best.source_file).read_text()
+        best_launch = CandidateLaunch.model_validate(best.launch) if best.launch else None
+        timings = self.evaluator.interleave([(source, launch, knobs), (best_source, best_launch, best.knobs)])
+        mine = geometric_mean([pair[0].median_us for pair in timings.values()])
+        theirs = geometric_mean([pair[1].median_us for pair in timings.values()])
+        return {
+            "against": best.id,
+            "ratio": mine / theirs,
+            "candidate_us": mine,
+            "best_us": theirs,
+            "cases": {name: [pair[0].median_us, pair[1].median_us] for name, pair in timings.items()},
+        }
 
     @property
     def best(self) -> HistoryEntry | None:

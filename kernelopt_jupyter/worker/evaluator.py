@@ -22,7 +22,15 @@ from ..core.errors import ExpressionError
 from ..core.inputs import case_variables
 from ..core.launch import CandidateLaunch, LaunchDims, resolve_launch
 from ..core.physics import Peaks, impossible
-from ..core.results import CandidateResult, CaseResult, DeviceInfo, KernelAttributes, Status, worst
+from ..core.results import (
+    CandidateResult,
+    CaseResult,
+    DeviceInfo,
+    KernelAttributes,
+    Status,
+    TimingStats,
+    worst,
+)
 from ..core.scoring import score
 from ..core.settings import EvaluationSettings, TimingProtocol
 from ..core.tuning_space import KnobValues, source_knobs
@@ -229,6 +237,43 @@ class Evaluator:
             return result
         result.cases = self._run_cases("run", handle.key, launch, knobs, timing)
         return self._finish(result)
+
+    def interleave(
+        self, candidates: Sequence[tuple[str, CandidateLaunch | None, KnobValues | None]], rounds: int = 4
+    ) -> dict[str, list[TimingStats]]:
+        """Re-time candidates alternately (A/B/A/B) on every performance case, under identical
+        conditions, so a difference of a few percent is not clock or thermal drift."""
+        handles = [self.submit(source, knobs) for source, _, knobs in candidates]
+        for handle in handles:
+            outcome = self.wait_compiled(handle)
+            if not outcome.ok:
+                raise RuntimeError(f"interleaved re-timing could not compile a candidate: {outcome.log}")
+        timings: dict[str, list[TimingStats]] = {}
+        for case in self.workload.performance_cases:
+            launches = []
+            for _, launch, knobs in candidates:
+                variables = case_variables(case, self.knobs_with_defaults(knobs), self.device.emulated)
+                launches.append(resolve_launch(self.workload.launch, case.name, variables, launch).as_dict())
+            trial = self._ensure_loaded(case, 0)
+            reply = self.client.call(
+                {
+                    "op": "interleave",
+                    "kernels": [h.key for h in handles],
+                    "launches": launches,
+                    "case": case.name,
+                    "kind": case.kind,
+                    "trials": [trial],
+                    "grid": [1],
+                    "block": [1],
+                    "shared_mem": 0,
+                    "launch_timeout_s": self.settings.launch_timeout_s,
+                    "timing": self.settings.timing.model_dump(),
+                    "rounds": rounds,
+                },
+                self._backstop(self.settings.timing) * len(candidates),
+            )
+            timings[case.name] = [TimingStats.model_validate(t) for t in reply["timings"]]
+        return timings
 
     def evaluate_baseline(self, *, timing: TimingProtocol | bool = True) -> CandidateResult | None:
         """Time the spec's baseline (e.g. cuBLAS through ``cupy.matmul``) under the same protocol."""

@@ -257,6 +257,64 @@ class CaseRunner:
         return stats, flags
 
 
+def interleaved_timings(
+    runner: CaseRunner,
+    invokers: list[Callable[[LoadedCase, dict[str, Any]], None]],
+    case: LoadedCase,
+    protocol: TimingProtocol,
+    rounds: int,
+    timeout_s: float,
+) -> list[Any]:
+    """Time several kernels in alternation (A/B/A/B...) so drift in clocks or temperature hits all
+    of them alike; returns one TimingStats per kernel."""
+    per_round = max(10, protocol.samples // rounds)
+    first = protocol.model_copy(
+        update={
+            "samples": per_round,
+            "max_samples": per_round,
+            "budget_s": None,
+            "target_cv": None,
+            "host_check": False,
+        }
+    )
+    later = first.model_copy(update={"warmup": 1})
+    collected: list[list[float]] = [[] for _ in invokers]
+    modes: list[Any] = [None] * len(invokers)
+    for round_index in range(rounds):
+        for index, invoke_for in enumerate(invokers):
+            buffers = runner.fresh_buffers(case)
+            restore = [
+                (buffers[p.name], case.arrays[p.name])
+                for p in runner.workload.signature
+                if p.is_pointer and p.role == "inout"
+            ]
+
+            def prepare(restore: list[tuple[Any, Any]] = restore) -> None:
+                for target, source in restore:
+                    target[...] = source
+
+            samples = runner.backend.time(
+                lambda invoke_for=invoke_for, buffers=buffers: invoke_for(case, buffers),
+                first if round_index == 0 else later,
+                prepare=prepare if restore else None,
+                timeout_s=timeout_s,
+            )
+            collected[index].extend(samples.samples_us)
+            modes[index] = samples
+    return [
+        summarize(
+            values,
+            protocol.warmup,
+            launches_per_sample=s.launches_per_sample,
+            mode=f"{s.mode}, interleaved",
+            cache=s.cache,
+            clock=s.clock,
+            flags=s.flags,
+        )
+        for values, s in zip(collected, modes, strict=True)
+    ]
+
+
 def _bind(invoke_for: Callable[[LoadedCase, dict[str, Any]], None], case: LoadedCase) -> Invoke:
     return lambda buffers: invoke_for(case, buffers)
 

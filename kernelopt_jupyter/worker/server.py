@@ -29,7 +29,7 @@ from ..core.settings import TimingProtocol
 from ..core.workload import Workload
 from .baseline import baseline_invoker
 from .protocol import ConnectionClosed, read_message, write_message
-from .runner import CaseRunner, LoadedCase, RunRequest, kernel_invoker
+from .runner import CaseRunner, LoadedCase, RunRequest, interleaved_timings, kernel_invoker
 
 
 class Worker:
@@ -107,6 +107,24 @@ class Worker:
         if reason is not None:
             raise LaunchFailed(Status.INVALID, reason)
         return runner.run(request, kernel_invoker(runner, kernel, request.dims)).model_dump(mode="json")
+
+    def op_interleave(self, message: dict[str, Any]) -> Any:
+        """Time several compiled kernels A/B/A/B on one case (each with its own launch)."""
+        runner, request = self._run_request(message)
+        invokers = []
+        for key, dims in zip(message["kernels"], message["launches"], strict=True):
+            launch = LaunchDims(tuple(dims["grid"]), tuple(dims["block"]), int(dims["shared_mem"]))
+            invokers.append(kernel_invoker(runner, self.kernels[key].result(), launch))
+        assert request.timing is not None
+        timings = interleaved_timings(
+            runner,
+            invokers,
+            request.trials[0],
+            request.timing,
+            int(message.get("rounds", 4)),
+            request.launch_timeout_s,
+        )
+        return {"timings": [t.model_dump(mode="json") for t in timings]}
 
     def op_baseline(self, message: dict[str, Any]) -> Any:
         runner, request = self._run_request(message)
