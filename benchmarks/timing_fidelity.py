@@ -174,7 +174,7 @@ def main() -> None:
         print(f"{name:<16}{mode:<20}{median:>10.2f}{shown}{diff}{spread}")
     print(f"spread: (max - min) of {args.repeats} medians over their median")
     print(
-        f"ncu: median of {NCU_LAUNCHES} launches, --clock-control none; warm = --cache-control none, cold = all"
+    print(f"ncu: median of {NCU_LAUNCHES} launches, clock control none; warm/cold = cache control none/all")
     )
 
 
