@@ -173,9 +173,7 @@ def main() -> None:
         shown = f"{reference:10.2f}" if reference else f"{'-':>10}"
         print(f"{name:<16}{mode:<20}{median:>10.2f}{shown}{diff}{spread}")
     print(f"spread: (max - min) of {args.repeats} medians over their median")
-    print(
     print(f"ncu: median of {NCU_LAUNCHES} launches, clock control none; warm/cold = cache control none/all")
-    )
 
 
 if __name__ == "__main__":
