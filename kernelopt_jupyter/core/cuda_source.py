@@ -106,22 +106,27 @@ def _matching_paren(text: str, open_index: int) -> int:
     return len(text)
 
 
+def split_top_level(text: str) -> list[tuple[int, str]]:
+    """Split at commas outside any brackets: ``a, f(b, c), T<1, 2>`` → three parts, with offsets."""
+    parts: list[tuple[int, str]] = []
+    depth, begin = 0, 0
+    for index, char in enumerate(text):
+        if char in "([{<":
+            depth += 1
+        elif char in ")]}>":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append((begin, text[begin:index]))
+            begin = index + 1
+    parts.append((begin, text[begin:]))
+    return parts
+
+
 def _split_parameters(text: str) -> list[KernelParameter]:
     if not text.strip() or text.strip() == "void":
         return []
-    parts: list[str] = []
-    depth, start = 0, 0
-    for index, char in enumerate(text):
-        if char in "(<[":
-            depth += 1
-        elif char in ")>]":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(text[start:index])
-            start = index + 1
-    parts.append(text[start:])
     result = []
-    for part in parts:
+    for _, part in split_top_level(text):
         declaration = part.split("=", 1)[0]
         result.append(KernelParameter(" ".join(part.split()), "*" in declaration or "[" in declaration))
     return result

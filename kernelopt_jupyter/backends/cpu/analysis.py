@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ...core.cuda_source import entry_base_name
+from ...core.cuda_source import entry_base_name, split_top_level
 from .translate import SharedDeclaration
 
 _VECTOR_SIZES = {
@@ -89,19 +89,7 @@ def _matching(text: str, open_index: int, open_char: str, close_char: str) -> in
 
 def split_arguments(text: str) -> list[str]:
     """Split ``64, 8, Foo<1, 2>`` at top-level commas."""
-    parts: list[str] = []
-    depth, begin = 0, 0
-    for index, char in enumerate(text):
-        if char in "(<[":
-            depth += 1
-        elif char in ")>]":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(text[begin:index].strip())
-            begin = index + 1
-    if text[begin:].strip():
-        parts.append(text[begin:].strip())
-    return parts
+    return [part.strip() for _, part in split_top_level(text) if part.strip()]
 
 
 def global_kernels(stripped: str) -> dict[str, KernelSpan]:

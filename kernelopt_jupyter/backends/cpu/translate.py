@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ...core.cuda_source import strip_comments
+from ...core.cuda_source import split_top_level, strip_comments
 
 LAUNCHER_FILE = "kernelopt-launcher"
 PRELUDE = "kocpu_prelude.h"
@@ -213,21 +213,6 @@ def _statement_bounds(stripped: str, keyword_at: int) -> tuple[int, int]:
     raise TranslationError(line_of(stripped, keyword_at), "__shared__ declaration without a terminating ';'")
 
 
-def _split_top_level(text: str) -> list[tuple[int, str]]:
-    parts: list[tuple[int, str]] = []
-    depth, begin = 0, 0
-    for index, char in enumerate(text):
-        if char in "([{<":
-            depth += 1
-        elif char in ")]}>":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append((begin, text[begin:index]))
-            begin = index + 1
-    parts.append((begin, text[begin:]))
-    return parts
-
-
 _DECLARATOR = re.compile(r"(?P<ptr>[*&\s]*)(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$")
 _ALIGN = re.compile(r"\b(?:alignas|__align__)\s*\(((?:[^()]|\([^()]*\))*)\)")
 _NOT_NAMES = frozenset(
@@ -252,7 +237,7 @@ def _parse_shared(stripped: str, start: int, end: int, keyword_at: int) -> list[
     body = re.sub(r"\b(?:__shared__|extern|static|__device__)\b", lambda m: " " * len(m.group(0)), body)
     declarations: list[SharedDeclaration] = []
     type_text = ""
-    for index, (offset, part) in enumerate(_split_top_level(body)):
+    for index, (offset, part) in enumerate(split_top_level(body)):
         match = _DECLARATOR.search(part)
         if (
             match is None
