@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from ..core.results import DeviceInfo, KernelAttributes, Status
 from ..core.settings import TimingProtocol
 from .base import Backend, CompiledKernel, CompileFailed, CompileRequest, LaunchFailed, TimingSamples
 from .cupy_timing import Clocks, StreamHold, Timer
+from .nvrtc_pool import CompilePool
 
 # CUDA error codes (identical in the runtime and driver APIs for these values).
 _NOT_READY = 600
@@ -78,6 +80,8 @@ class CupyBackend(Backend):
         self._info: DeviceInfo | None = None
         self._smem_opt_in: dict[int, int] = {}
         self._timer_instance: Timer | None = None
+        self._pool = CompilePool(min(16, os.cpu_count() or 1))
+        self._arch = cupy.cuda.compiler._get_arch()  # what RawModule itself would target
 
     # --- device -----------------------------------------------------------------------------------------
     def device_info(self) -> DeviceInfo:
@@ -92,18 +96,15 @@ class CupyBackend(Backend):
         options += [f"-D{name}={value}" for name, value in request.defines.items()]
         options += [option for option in request.options if option not in options]
         code = f'#line 1 "{request.filename}"\n{request.source}'
-        name_expressions = [request.entry] if "<" in request.entry else None
-        log = io.StringIO()
         started = time.perf_counter()
+        in_pool = self._pool.enter()
         try:
-            module = cupy.RawModule(code=code, options=tuple(options), name_expressions=name_expressions)
-            module.compile(log_stream=log)
-            kernel = module.get_function(request.entry)
-        except cupy.cuda.compiler.CompileException as exc:
-            raise CompileFailed(_tidy_log(exc.get_message()), time.perf_counter() - started) from None
-        except cupy.cuda.driver.CUDADriverError as exc:  # e.g. the entry point is not in the module
-            raise CompileFailed(f"{request.filename}: {exc}", time.perf_counter() - started) from None
-        elapsed = time.perf_counter() - started
+            if in_pool:
+                module, kernel, log = self._compile_in_pool(request, code, tuple(options))
+            else:
+                module, kernel, log = self._compile_here(request, code, tuple(options))
+        finally:
+            self._pool.leave()
         attributes = KernelAttributes(
             registers=kernel.num_regs,
             static_shared_bytes=kernel.shared_size_bytes,
@@ -113,7 +114,39 @@ class CupyBackend(Backend):
             ptx_version=kernel.ptx_version,
             binary_version=kernel.binary_version,
         )
-        return CompiledKernel(request.entry, (module, kernel), attributes, _tidy_log(log.getvalue()), elapsed)
+        elapsed = time.perf_counter() - started
+        return CompiledKernel(request.entry, (module, kernel), attributes, _tidy_log(log), elapsed)
+
+    def _compile_here(
+        self, request: CompileRequest, code: str, options: tuple[str, ...]
+    ) -> tuple[Any, Any, str]:
+        """NVRTC through ``cupy.RawModule`` in this process. The entry is always given as a name
+        expression, so C++-mangled kernels resolve as well as ``extern "C"`` ones."""
+        started = time.perf_counter()
+        log = io.StringIO()
+        try:
+            module = cupy.RawModule(code=code, options=options, name_expressions=[request.entry])
+            module.compile(log_stream=log)
+            return module, module.get_function(request.entry), log.getvalue()
+        except cupy.cuda.compiler.CompileException as exc:
+            raise CompileFailed(_tidy_log(exc.get_message()), _since(started)) from None
+        except cupy.cuda.driver.CUDADriverError as exc:  # the entry point is not in the module
+            raise CompileFailed(f"{request.filename}: {exc}", _since(started)) from None
+
+    def _compile_in_pool(
+        self, request: CompileRequest, code: str, options: tuple[str, ...]
+    ) -> tuple[Any, Any, str]:
+        started = time.perf_counter()
+        # RawModule adds -ftz=true itself; the pool compiles bare NVRTC, so say it to keep numerics equal.
+        compiled = self._pool.compile(code, (*options, "-ftz=true"), [request.entry], self._arch)
+        if compiled.cubin is None:
+            raise CompileFailed(_tidy_log(compiled.log), _since(started))
+        module = cupy.RawModule(path=self._pool.cubin_path(compiled.cubin))
+        try:
+            kernel = module.get_function(compiled.mapping.get(request.entry, request.entry))
+        except cupy.cuda.driver.CUDADriverError as exc:
+            raise CompileFailed(f"{request.filename}: {exc}", _since(started)) from None
+        return module, kernel, compiled.log
 
     # --- launch -------------------------------------------------------------------------------------------
     def launch(self, kernel: CompiledKernel, dims: LaunchDims, args: Sequence[Any]) -> None:
@@ -204,7 +237,12 @@ class CupyBackend(Backend):
         return _failure(int(code), str(error))
 
     def close(self) -> None:
+        self._pool.close()
         self.stream.synchronize()
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started
 
 
 def _failure(code: int, text: str) -> LaunchFailed:

@@ -40,7 +40,8 @@ def floor_us(case: CaseResult, peaks: Peaks, l2_bytes: int | None) -> tuple[floa
         cold = case.timing is not None and case.timing.cache == "cold"
         # Up to twice the L2 size, warm repeated launches can still find part of the data in L2, so
         # only the (higher) L2 bandwidth is a safe bound there.
-        fits_l2 = l2_bytes is not None and case.bytes <= 2 * l2_bytes and not cold and peaks.l2_gbs
+        # An unknown cache size (the host) means any working set might be cache resident.
+        fits_l2 = (l2_bytes is None or case.bytes <= 2 * l2_bytes) and not cold and peaks.l2_gbs
         bandwidth = peaks.l2_gbs if fits_l2 else peaks.dram_gbs
         where = "L2" if fits_l2 else "memory"
         floors.append(

@@ -212,7 +212,8 @@ class RunStore:
         if best is None:
             return True
         if entry.ab is not None and entry.ab.get("against") == best.id:
-            return bool(entry.ab["ratio"] < 1.0)  # measured side by side: that decides
+            ratio = entry.ab.get("ratio")  # measured side by side: that decides (None: rejected)
+            return ratio is not None and ratio < 1.0
         return entry.result.score_us < best.result.score_us  # type: ignore[operator]
 
     @property

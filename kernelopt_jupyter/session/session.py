@@ -14,7 +14,7 @@ from typing import Any
 from ..agent.sweep import SweepOutcome, SweepReport, SweepSettings, run_sweep
 from ..core.launch import CandidateLaunch
 from ..core.loader import load_workload
-from ..core.results import CandidateResult, DeviceInfo
+from ..core.results import CandidateResult, DeviceInfo, Status
 from ..core.scoring import geometric_mean
 from ..core.settings import EvaluationSettings
 from ..core.store import HistoryEntry, RunStore, now
@@ -156,13 +156,23 @@ class Session:
         timings = self.evaluator.interleave([(source, launch, knobs), (best_source, best_launch, best.knobs)])
         mine = geometric_mean([pair[0].median_us for pair in timings.values()])
         theirs = geometric_mean([pair[1].median_us for pair in timings.values()])
-        return {
+        verdict: dict[str, Any] = {
             "against": best.id,
             "ratio": mine / theirs,
             "candidate_us": mine,
             "best_us": theirs,
             "cases": {name: [pair[0].median_us, pair[1].median_us] for name, pair in timings.items()},
         }
+        # The re-timing decides, so it gets the same scrutiny as the first timing: the floor, and
+        # validation again afterwards (a kernel that goes stale after many launches loses here).
+        problem = self.evaluator.below_floor(result, {name: pair[0] for name, pair in timings.items()})
+        if problem is None:
+            again = self.evaluator.validate(source, launch, knobs)
+            if again.status != Status.OK:
+                problem = f"validation after the interleaved re-timing failed: {again.message}"
+        if problem is not None:
+            verdict.update(ratio=None, rejected=problem)
+        return verdict
 
     @property
     def best(self) -> HistoryEntry | None:

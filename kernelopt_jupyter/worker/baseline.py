@@ -35,6 +35,12 @@ def baseline_invoker(
             if name not in buffers:
                 continue
             _reject_aliasing(runner, name, value, buffers, previous)
+            shape = tuple(getattr(value, "shape", ()))
+            if shape != tuple(buffers[name].shape):
+                raise CaseFailed(
+                    Status.WRONG,
+                    f"returned output {name!r} has shape {shape}, expected {tuple(buffers[name].shape)}",
+                )
             buffers[name][...] = value
 
     return invoke

@@ -238,6 +238,26 @@ class Evaluator:
         result.cases = self._run_cases("run", handle.key, launch, knobs, timing)
         return self._finish(result)
 
+    def validate(
+        self, source: str, launch: CandidateLaunch | None = None, knobs: KnobValues | None = None
+    ) -> CandidateResult:
+        """Every validation check again, without timing (e.g. after a re-timing that decides)."""
+        handle = self.submit(source, knobs)
+        return self.run(handle, self.wait_compiled(handle), launch, knobs, timing=False)
+
+    def below_floor(self, result: CandidateResult, timings: Mapping[str, TimingStats]) -> str | None:
+        """Why re-timed medians of a result's cases are faster than the hardware allows, or None."""
+        for name, stats in timings.items():
+            case = result.case(name)
+            if case is None:
+                continue
+            reason = impossible(
+                case.model_copy(update={"timing": stats}), self.peaks, self.device.l2_cache_bytes
+            )
+            if reason is not None:
+                return f"case {name}: {reason}"
+        return None
+
     def interleave(
         self, candidates: Sequence[tuple[str, CandidateLaunch | None, KnobValues | None]], rounds: int = 4
     ) -> dict[str, list[TimingStats]]:

@@ -178,9 +178,19 @@ class CaseRunner:
         try:
             first_buffers: dict[str, Any] = {}
             for index, trial in enumerate(request.trials):
-                buffers, result.outputs = self.validate(
-                    _bind(invoke_for, trial), trial, request.launch_timeout_s
-                )
+                try:
+                    buffers, result.outputs = self.validate(
+                        _bind(invoke_for, trial), trial, request.launch_timeout_s
+                    )
+                except CaseFailed as exc:
+                    if index == 0:
+                        raise
+                    raise CaseFailed(
+                        exc.status,
+                        f"trial {index + 1} of {len(request.trials)}, on fresh inputs from the run's secret "
+                        f"seed (the saved inputs are trial 1's): {exc.message}",
+                        exc.outputs,
+                    ) from None
                 if index == 0:
                     first_buffers = buffers
                 result.trials += 1
