@@ -4,9 +4,10 @@
 
 Part 1 sweeps the register-blocked SGEMM of ``benchmarks/sgemm_sweep/`` at 2048^3 (block and tile
 sizes as knobs, every configuration verified) through kernelopt, then through Kernel Tuner's
-``tune_kernel(lang="CUPY")`` when it is importable. Part 2 sweeps a kernel whose knobs change only
-the launch (module reuse). ``cupy.matmul`` (cuBLAS) is timed as the vendor reference. Each engine
-gets a fresh, empty CuPy kernel cache, so compile times are real. Prints one table.
+``tune_kernel(lang="CUPY")`` when it is importable. Part 2 sweeps ``benchmarks/launch_sweep/``, a
+grid-stride saxpy over 16M floats whose 30 configurations change only the launch (one module).
+``cupy.matmul`` (cuBLAS) is timed as the vendor reference. Each engine gets a fresh, empty CuPy
+kernel cache, so compile times are real. Prints one table.
 """
 
 from __future__ import annotations
@@ -131,35 +132,6 @@ def run_kernel_tuner(workload, max_configs: int | None) -> dict | None:
     }
 
 
-def launch_only_workload(base):
-    """The naive SGEMM at 1024^3 whose block shape is a launch-only knob: one compile for the sweep."""
-    data = base.model_dump(mode="python")
-    data["name"] = "sgemm_launch_only"
-    data["kernel"] = {"source": "sgemm_naive.cu", "entry": "sgemm", "options": []}
-    data["launch"] = {
-        "grid": ["ceil_div(N, BX)", "ceil_div(M, BY)"],
-        "block": ["BX", "BY"],
-        "shared_mem": 0,
-        "cases": {},
-    }
-    data["tuning"] = {
-        "knobs": {"BX": [4, 8, 16, 32, 64, 128], "BY": [1, 2, 4, 8, 16, 32]},
-        "restrictions": ["BX * BY >= 32 and BX * BY <= 1024"],
-    }
-    data["baseline"] = None
-    data["cases"] = [
-        {
-            "name": "n1024",
-            "kind": "performance",
-            "sizes": {"M": 1024, "N": 1024, "K": 1024},
-            "emulation_sizes": {"M": 64, "N": 48, "K": 32},
-        }
-    ]
-    from kernelopt_jupyter.core.workload import Workload
-
-    return Workload.model_validate(data).bind_location(base.spec_path, base.base_dir)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-kernel-tuner", action="store_true")
@@ -171,7 +143,8 @@ def main() -> None:
     if not args.skip_kernel_tuner:
         tuned = run_kernel_tuner(workload, args.max_configs)
         rows.append(tuned or {"engine": "kernel_tuner (not importable)", "configs": 0})
-    rows.append(run_kernelopt(launch_only_workload(workload), "kernelopt launch-only", None, results))
+    launch_only = load_workload(HERE / "launch_sweep" / "workload.yaml")
+    rows.append(run_kernelopt(launch_only, "kernelopt launch-only", None, results))
     shutil.rmtree(results, ignore_errors=True)
     print_table(rows)
 

@@ -86,6 +86,7 @@ class RunStore:
         self._last_heatmap = 0.0
         self._painter = BackgroundPainter(self.render_heatmap)
         self._best_id: int | None = None
+        self._history_json: list[str] = []
 
     # --- creating ----------------------------------------------------------------------------------------
     @classmethod
@@ -194,7 +195,9 @@ class RunStore:
             {"launch": launch, "knobs": result.knobs, "status": result.status.value},
         )
         self.history.append(entry)
-        write_json(self.path / "history.json", [e.model_dump(mode="json") for e in self.history])
+        # Each entry is serialised once; the file is still rewritten whole (atomically) every time.
+        self._history_json.append(entry.model_dump_json(indent=2))
+        write_text(self.path / "history.json", "[\n" + ",\n".join(self._history_json) + "\n]\n")
         if self._improves(entry):
             self._best_id = entry.id
             write_text(self.path / "best.cu", source)
