@@ -136,11 +136,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-kernel-tuner", action="store_true")
     parser.add_argument("--max-configs", type=int, default=None)
+    parser.add_argument("--only-launch", action="store_true", help="only the launch-only sweep")
     args = parser.parse_args()
     workload = load_workload(HERE / "sgemm_sweep" / "workload.yaml")
     results = Path(tempfile.mkdtemp(prefix="sweep-bench-"))
-    rows = [run_kernelopt(workload, "kernelopt sweep", args.max_configs, results)]
-    if not args.skip_kernel_tuner:
+    rows = [] if args.only_launch else [run_kernelopt(workload, "kernelopt sweep", args.max_configs, results)]
+    if not args.skip_kernel_tuner and not args.only_launch:
         tuned = run_kernel_tuner(workload, args.max_configs)
         rows.append(tuned or {"engine": "kernel_tuner (not importable)", "configs": 0})
     launch_only = load_workload(HERE / "launch_sweep" / "workload.yaml")

@@ -150,6 +150,9 @@ def run_sweep(
         with evaluator.screening():
             result = evaluator.run(handle, compiled, None, knobs, timing=screen)
         report.add_time("validate + screen", time.perf_counter() - mark)
+        for case in result.cases:
+            for phase, seconds in case.seconds.items():
+                report.add_time(f"  of which worker {phase}", seconds)
         _release(evaluator, handle, remaining_uses)
         outcome = SweepOutcome(knobs, result)
         report.outcomes.append(outcome)

@@ -76,6 +76,7 @@ class TimingSamples:
     flags: list[str] = field(default_factory=list)
     host_us_per_launch: float | None = None
     clock_mhz: list[float] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 class Backend(abc.ABC):

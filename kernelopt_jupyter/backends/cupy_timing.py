@@ -141,12 +141,19 @@ class Timer:
         timeout_s: float,
     ) -> TimingSamples:
         flags: list[str] = []
+        phases: dict[str, float] = {}
+        mark = time.perf_counter()
         if not self.reset_l2():
             flags.append("persisting L2 could not be reset")
+        phases["l2 reset"] = time.perf_counter() - mark
+        mark = time.perf_counter()
         warm_us = self._warm_up(run, request, prepare, wait, timeout_s)
+        phases["warm-up"] = time.perf_counter() - mark
         per_sample = self._launches_per_sample(request, warm_us)
         graph = self._capture(run, per_sample) if request.mode == "graph" else None
+        mark = time.perf_counter()
         clock_start = self.clocks.sm_mhz()
+        phases["clock readings"] = time.perf_counter() - mark
         samples: list[float] = []
         started = time.perf_counter()
         while not samples or not enough_samples(samples, request, time.perf_counter() - started):
@@ -173,6 +180,7 @@ class Timer:
             if blocked and self.hold.timed_out():
                 flags.append("the stream hold timed out; a batch ran while still being queued")
             samples.extend(cupy.cuda.get_elapsed_time(s, e) * 1000.0 / per_sample for s, e in pairs)
+        phases["sampling"] = time.perf_counter() - started
         clock_end = self.clocks.sm_mhz()
         flags.extend(self._clock_flags(clock_start, clock_end))
         return TimingSamples(
@@ -184,6 +192,7 @@ class Timer:
             clock="cuda_events",
             flags=sorted(set(flags)),
             clock_mhz=[c for c in (clock_start, clock_end) if c is not None],
+            phases=phases,
         )
 
     def _warm_up(

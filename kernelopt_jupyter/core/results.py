@@ -137,6 +137,7 @@ class CaseResult(_Model):
     flops: float | None = None
     bytes: float | None = None
     flags: list[str] = Field(default_factory=list)
+    seconds: dict[str, float] = Field(default_factory=dict, description="worker wall time per phase")
 
     @property
     def median_us(self) -> float | None:

@@ -54,6 +54,7 @@ class Session:
             self.results_dir, self.workload, device=device, settings=self.settings.public_dump()
         )
         self.store.save_inputs([self.evaluator.cases.get(case, 0).inputs for case in self.workload.cases])
+        self.evaluator.preload()
         if self.time_baseline and self.workload.baseline is not None:
             if device.emulated:
                 self.baseline_note = "baseline not timed: it needs a GPU (this run uses CPU emulation)"

@@ -142,6 +142,12 @@ class Evaluator:
             for handle in self._submitted.values():
                 self.client.call(handle.message(wait=False), 60)
 
+    def preload(self) -> None:
+        """Send every case's first trial to the worker now (set-up time, not the first candidate's)."""
+        self._sync_worker()
+        for case in self.workload.cases:
+            self._ensure_loaded(case, 0)
+
     def _ensure_loaded(self, case: Case, trial: int) -> str:
         prepared = self.cases.get(case, trial)
         if prepared.key not in self._loaded:

@@ -8,6 +8,7 @@ candidate finished; performance cases are timed with in/out buffers restored bet
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,7 @@ class CaseRunner:
         self.backend = backend
         self.workload = workload
         self.xp = backend.xp
+        self.last_phases: dict[str, float] = {}
 
     # --- buffers -------------------------------------------------------------------------------
     def fresh_buffers(self, case: LoadedCase) -> dict[str, Any]:
@@ -175,6 +177,7 @@ class CaseRunner:
             block=list(request.dims.block),
             shared_mem=request.dims.shared_mem,
         )
+        started = time.perf_counter()
         try:
             first_buffers: dict[str, Any] = {}
             for index, trial in enumerate(request.trials):
@@ -202,9 +205,13 @@ class CaseRunner:
                     request.launch_timeout_s,
                 )
             del first_buffers
+            result.seconds["validate"] = time.perf_counter() - started
             if request.timing is not None and request.kind == "performance":
+                started = time.perf_counter()
                 result.timing, flags = self.time(request, invoke_for)
                 result.flags.extend(flags)
+                result.seconds["time"] = time.perf_counter() - started
+                result.seconds.update({f"time: {k}": v for k, v in self.last_phases.items()})
                 if request.revalidate is not None:
                     try:
                         self.validate(
@@ -245,6 +252,7 @@ class CaseRunner:
             prepare=prepare if restore else None,
             timeout_s=request.launch_timeout_s,
         )
+        self.last_phases = samples.phases
         stats = summarize(
             samples.samples_us,
             samples.warmup,

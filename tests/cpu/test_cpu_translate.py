@@ -248,3 +248,14 @@ def test_the_ucontext_fallback_runs_barriers_and_shuffles() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ucontext"
+
+
+def test_c_math_macros_nvrtc_lacks_are_not_defined_either(backend) -> None:
+    """INFINITY compiles with the host's headers but not with NVRTC; both backends must refuse it."""
+    import pytest as _pytest
+
+    from kernelopt_jupyter.backends.base import CompileFailed, CompileRequest
+
+    source = 'extern "C" __global__ void k(float* y) { y[0] = -INFINITY; }\n'
+    with _pytest.raises(CompileFailed, match="INFINITY"):
+        backend.compile(CompileRequest(source, "k"))

@@ -19,6 +19,9 @@ from ...core.cuda_source import split_top_level, strip_comments
 
 LAUNCHER_FILE = "kernelopt-launcher"
 PRELUDE = "kocpu_prelude.h"
+# The host's C headers define these macros but NVRTC does not: a kernel using them would compile
+# here and fail on the GPU, so they are withdrawn before the candidate's code.
+_NVRTC_HAS_NO = "#undef INFINITY\n#undef NAN\n"
 
 
 class TranslationError(Exception):
@@ -339,7 +342,7 @@ def translate(source: str, entry: str, filename: str) -> Translation:
     quoted = filename.replace("\\", "\\\\").replace('"', '\\"')
     body, shared = _rewrite_shared(source, stripped, quoted)
     text = (
-        f'#include "{PRELUDE}"\n#line 1 "{quoted}"\n{body}'
+        f'#include "{PRELUDE}"\n{_NVRTC_HAS_NO}#line 1 "{quoted}"\n{body}'
         f'#line 1 "{LAUNCHER_FILE}"\n'
         f"static constexpr auto kocpu_entry_fn = ::kocpu::pick_kernel(&{entry.strip()});\n"
         "KOCPU_DEFINE_ENTRY(kocpu_entry_fn)\n"

@@ -4,7 +4,7 @@ __global__ void softmax_rows(const float* __restrict__ x, float* __restrict__ y,
     int row = blockIdx.x;
     if (row >= rows) return;
     const float* in = x + (size_t)row * cols;
-    float m = -INFINITY;
+    float m = -3.402823466e38f;  // -FLT_MAX: NVRTC defines neither INFINITY nor FLT_MAX
     for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, in[c]);
     buf[threadIdx.x] = m;
     __syncthreads();
