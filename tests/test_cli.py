@@ -97,3 +97,19 @@ def test_show_prints_a_run(workload_dir, tmp_path, capsys):
     assert main(["show", str(store.path), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["history"]) == 2 and data["summary"]["best"]["id"] == 2
+
+
+def test_a_closed_pipe_is_not_an_error(workload_dir, tmp_path):
+    from test_store import make_store, result
+
+    store = make_store(workload_dir, tmp_path)
+    for median in range(1, 60):
+        store.add("// a", result({"big": float(median)}))
+    shown = subprocess.run(
+        f"{sys.executable} -m kernelopt_jupyter.cli.main show {store.path} --all | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "internal error" not in shown.stderr and "Traceback" not in shown.stderr

@@ -50,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kernelopt: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`kernelopt show ... | head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         if os.environ.get("KERNELOPT_DEBUG"):
             traceback.print_exc()
