@@ -106,7 +106,7 @@ def test_a_closed_pipe_is_not_an_error(workload_dir, tmp_path):
     for median in range(1, 60):
         store.add("// a", result({"big": float(median)}))
     shown = subprocess.run(
-        f"{sys.executable} -m kernelopt_jupyter.cli.main show {store.path} --all | head -1",
+        f"{sys.executable} -m kernelopt_jupyter.cli.main show {store.path} --json | head -1",
         shell=True,
         capture_output=True,
         text=True,
