@@ -23,7 +23,8 @@ from ..core.launch import launch_limit_reason, resolve_launch
 from ..core.results import CandidateResult, Status
 from ..core.settings import TimingProtocol
 from ..core.tuning_space import KnobValues, enumerate_space
-from ..worker.evaluator import Evaluator, KernelHandle
+from ..worker.evaluator import Evaluator
+from ..worker.handles import KernelHandle
 
 
 def screen_protocol(full: TimingProtocol) -> TimingProtocol:

@@ -21,6 +21,7 @@ from ..core.store import HistoryEntry, RunStore, now
 from ..core.tuning_space import KnobValues
 from ..core.workload import Workload
 from ..worker.evaluator import Evaluator
+from ..worker.retiming import below_floor, interleave
 
 # Candidates this close to the best are re-timed side by side before they may replace it.
 AB_WINDOW = 0.03
@@ -154,7 +155,9 @@ class Session:
         assert self.store is not None
         best_source = (self.store.path / best.source_file).read_text()
         best_launch = CandidateLaunch.model_validate(best.launch) if best.launch else None
-        timings = self.evaluator.interleave([(source, launch, knobs), (best_source, best_launch, best.knobs)])
+        timings = interleave(
+            self.evaluator, [(source, launch, knobs), (best_source, best_launch, best.knobs)]
+        )
         mine = geometric_mean([pair[0].median_us for pair in timings.values()])
         theirs = geometric_mean([pair[1].median_us for pair in timings.values()])
         verdict: dict[str, Any] = {
@@ -166,7 +169,7 @@ class Session:
         }
         # The re-timing decides, so it gets the same scrutiny as the first timing: the floor, and
         # validation again afterwards (a kernel that goes stale after many launches loses here).
-        problem = self.evaluator.below_floor(result, {name: pair[0] for name, pair in timings.items()})
+        problem = below_floor(self.evaluator, result, {name: pair[0] for name, pair in timings.items()})
         if problem is None:
             again = self.evaluator.validate(source, launch, knobs)
             if again.status != Status.OK:

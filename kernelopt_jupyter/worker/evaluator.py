@@ -14,7 +14,6 @@ import json
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ from ..core.results import (
     DeviceInfo,
     KernelAttributes,
     Status,
-    TimingStats,
     worst,
 )
 from ..core.scoring import score
@@ -37,43 +35,9 @@ from ..core.tuning_space import KnobValues, source_knobs
 from ..core.workload import Case, Workload
 from .cases import CasePreparer
 from .client import WorkerClient, WorkerLost, WorkerReplyError
+from .handles import CompileOutcome, KernelHandle
 from .protocol import exchange_root
 from .references import CudaReferenceRunner
-
-
-@dataclass(frozen=True)
-class KernelHandle:
-    """A kernel submitted for compilation; ``key`` names it in the worker."""
-
-    key: str
-    source: str
-    entry: str
-    options: tuple[str, ...]
-    defines: tuple[tuple[str, str], ...]
-
-    @property
-    def source_hash(self) -> str:
-        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
-
-    def message(self, wait: bool) -> dict[str, Any]:
-        return {
-            "op": "compile",
-            "key": self.key,
-            "source": self.source,
-            "entry": self.entry,
-            "options": list(self.options),
-            "defines": dict(self.defines),
-            "wait": wait,
-        }
-
-
-@dataclass
-class CompileOutcome:
-    ok: bool
-    log: str
-    time_s: float | None
-    attributes: KernelAttributes | None = None
-    status: Status = Status.OK
 
 
 class Evaluator:
@@ -146,9 +110,9 @@ class Evaluator:
         """Send every case's first trial to the worker now (set-up time, not the first candidate's)."""
         self._sync_worker()
         for case in self.workload.cases:
-            self._ensure_loaded(case, 0)
+            self.ensure_loaded(case, 0)
 
-    def _ensure_loaded(self, case: Case, trial: int) -> str:
+    def ensure_loaded(self, case: Case, trial: int) -> str:
         prepared = self.cases.get(case, trial)
         if prepared.key not in self._loaded:
             self.client.call(prepared.load_message(), 120)
@@ -251,56 +215,6 @@ class Evaluator:
         handle = self.submit(source, knobs)
         return self.run(handle, self.wait_compiled(handle), launch, knobs, timing=False)
 
-    def below_floor(self, result: CandidateResult, timings: Mapping[str, TimingStats]) -> str | None:
-        """Why re-timed medians of a result's cases are faster than the hardware allows, or None."""
-        for name, stats in timings.items():
-            case = result.case(name)
-            if case is None:
-                continue
-            reason = impossible(
-                case.model_copy(update={"timing": stats}), self.peaks, self.device.l2_cache_bytes
-            )
-            if reason is not None:
-                return f"case {name}: {reason}"
-        return None
-
-    def interleave(
-        self, candidates: Sequence[tuple[str, CandidateLaunch | None, KnobValues | None]], rounds: int = 4
-    ) -> dict[str, list[TimingStats]]:
-        """Re-time candidates alternately (A/B/A/B) on every performance case, under identical
-        conditions, so a difference of a few percent is not clock or thermal drift."""
-        handles = [self.submit(source, knobs) for source, _, knobs in candidates]
-        for handle in handles:
-            outcome = self.wait_compiled(handle)
-            if not outcome.ok:
-                raise RuntimeError(f"interleaved re-timing could not compile a candidate: {outcome.log}")
-        timings: dict[str, list[TimingStats]] = {}
-        for case in self.workload.performance_cases:
-            launches = []
-            for _, launch, knobs in candidates:
-                variables = case_variables(case, self.knobs_with_defaults(knobs), self.device.emulated)
-                launches.append(resolve_launch(self.workload.launch, case.name, variables, launch).as_dict())
-            trial = self._ensure_loaded(case, 0)
-            reply = self.client.call(
-                {
-                    "op": "interleave",
-                    "kernels": [h.key for h in handles],
-                    "launches": launches,
-                    "case": case.name,
-                    "kind": case.kind,
-                    "trials": [trial],
-                    "grid": [1],
-                    "block": [1],
-                    "shared_mem": 0,
-                    "launch_timeout_s": self.settings.launch_timeout_s,
-                    "timing": self.settings.timing.model_dump(),
-                    "rounds": rounds,
-                },
-                self._backstop(self.settings.timing) * len(candidates),
-            )
-            timings[case.name] = [TimingStats.model_validate(t) for t in reply["timings"]]
-        return timings
-
     def evaluate_baseline(self, *, timing: TimingProtocol | bool = True) -> CandidateResult | None:
         """Time the spec's baseline (e.g. cuBLAS through ``cupy.matmul``) under the same protocol."""
         if self.workload.baseline is None:
@@ -360,9 +274,9 @@ class Evaluator:
         settings = self.settings
         try:
             self._sync_worker()
-            trials = [self._ensure_loaded(case, trial) for trial in range(settings.trials)]
+            trials = [self.ensure_loaded(case, trial) for trial in range(settings.trials)]
             revalidate = (
-                self._ensure_loaded(case, settings.trials) if settings.revalidate_after_timing else None
+                self.ensure_loaded(case, settings.trials) if settings.revalidate_after_timing else None
             )
             message = {
                 "op": op,
@@ -376,7 +290,7 @@ class Evaluator:
                 "repeat_check": settings.repeat_check,
                 "revalidate": revalidate,
             }
-            reply = self.client.call(message, self._backstop(timing))
+            reply = self.client.call(message, self.backstop_s(timing))
         except WorkerReplyError as exc:
             return CaseResult(status=exc.status, message=exc.message, **base, **_dims(dims))
         except WorkerLost as exc:
@@ -391,7 +305,7 @@ class Evaluator:
             result.flags.extend(f for f in self.cases.get(case, trial).flags if f not in result.flags)
         return result
 
-    def _backstop(self, timing: TimingProtocol | None) -> float:
+    def backstop_s(self, timing: TimingProtocol | None) -> float:
         """The parent's last-resort deadline; the worker enforces the real per-launch timeout itself."""
         launches = 4 * (self.settings.trials + 2)
         if timing is not None:
@@ -451,4 +365,4 @@ def evaluate(
         return evaluator.evaluate(source, launch, knobs)
 
 
-__all__: Sequence[str] = ["CompileOutcome", "Evaluator", "KernelHandle", "evaluate"]
+__all__: Sequence[str] = ["Evaluator", "evaluate"]
