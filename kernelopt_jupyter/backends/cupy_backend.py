@@ -21,6 +21,7 @@ from ..core.launch import LaunchDims
 from ..core.physics import Peaks
 from ..core.results import DeviceInfo, KernelAttributes, Status
 from ..core.settings import TimingProtocol
+from ..core.tuning_space import define_options
 from .base import Backend, CompiledKernel, CompileFailed, CompileRequest, LaunchFailed, TimingSamples
 from .cupy_timing import Clocks, StreamHold, Timer
 from .nvrtc_pool import CompilePool
@@ -93,7 +94,7 @@ class CupyBackend(Backend):
     def compile(self, request: CompileRequest) -> CompiledKernel:
         cupy.cuda.Device(self.device_id).use()  # compile threads need the context current
         options = list(_DEFAULT_OPTIONS)
-        options += [f"-D{name}={value}" for name, value in request.defines.items()]
+        options += define_options(request.defines)
         options += [option for option in request.options if option not in options]
         code = f'#line 1 "{request.filename}"\n{request.source}'
         started = time.perf_counter()

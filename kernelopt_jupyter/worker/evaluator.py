@@ -31,7 +31,7 @@ from ..core.results import (
 )
 from ..core.scoring import score
 from ..core.settings import EvaluationSettings, TimingProtocol
-from ..core.tuning_space import KnobValues, source_knobs
+from ..core.tuning_space import KnobValues, compile_key, source_knobs
 from ..core.workload import Case, Workload
 from .cases import CasePreparer
 from .client import WorkerClient, WorkerLost, WorkerReplyError
@@ -140,7 +140,7 @@ class Evaluator:
         """Name a compile without starting it; configurations differing only in launch knobs share one."""
         knobs = self.knobs_with_defaults(knobs)
         names = self._compiled_knobs if self.workload.tuning else list(knobs)
-        defines = tuple((name, str(knobs[name])) for name in names if name in knobs)
+        defines = compile_key(knobs, names)
         options = tuple(self.workload.kernel.options)
         entry = self.workload.kernel.entry
         digest = hashlib.sha256(json.dumps([source, entry, options, defines]).encode()).hexdigest()[:24]

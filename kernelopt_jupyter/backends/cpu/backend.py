@@ -23,6 +23,7 @@ import numpy as np
 from ...core.cuda_source import find_kernel
 from ...core.launch import LaunchDims
 from ...core.results import DeviceInfo, KernelAttributes, Status
+from ...core.tuning_space import define_options
 from ..base import Backend, CompiledKernel, CompileFailed, CompileRequest, LaunchFailed
 from . import analysis, native, toolchain
 from .native import ArgumentError, KernelLibrary, LaunchDesc, LaunchReport, PackedArgs
@@ -226,7 +227,7 @@ class CpuBackend(Backend):
         try:
             compiler, _ = self._ensure_runtime()
             flags = toolchain.kernel_flags(compiler, memcheck=self.memcheck, std=options.std)
-            flags += [f"-D{name}={value}" for name, value in request.defines.items()] + options.flags
+            flags += define_options(request.defines) + options.flags
             build = toolchain.build_kernel(compiler, translation.text, flags, self._runtime_path)
         except toolchain.ToolchainError as exc:
             summary = toolchain.summarize_log(exc.log, request.filename, request.entry, LAUNCHER_FILE)
