@@ -61,6 +61,22 @@ def _accepted(function: Callable[..., Any], arguments: dict[str, Any]) -> dict[s
     return {key: value for key, value in arguments.items() if key in names}
 
 
+def outputs_by_name(returned: Any, names: list[str]) -> dict[str, Any]:
+    """What a reference or baseline returned, by output name: a dict as is, a tuple or list in
+    signature order, a single value for a single output. ``ValueError`` says what did not fit."""
+    if isinstance(returned, dict):
+        return returned
+    if isinstance(returned, tuple | list):
+        if len(returned) != len(names):
+            raise ValueError(
+                f"returned {len(returned)} values but there are {len(names)} outputs ({', '.join(names)})"
+            )
+        return dict(zip(names, returned, strict=True))
+    if len(names) != 1:
+        raise ValueError(f"returned one value but there are {len(names)} outputs")
+    return {names[0]: returned}
+
+
 def _collect_outputs(
     workload: Workload, inputs: CaseInputs, returned: Any, arguments: dict[str, Any], name: str
 ) -> dict[str, np.ndarray]:
@@ -70,19 +86,11 @@ def _collect_outputs(
         if missing:
             raise ReferenceFailed(f"reference {name} returned nothing and does not take {missing} to fill in")
         values = {o.name: arguments[o.name] for o in outputs}
-    elif isinstance(returned, dict):
-        values = returned
-    elif isinstance(returned, tuple | list):
-        if len(returned) != len(outputs):
-            raise ReferenceFailed(
-                f"reference {name} returned {len(returned)} values but there are {len(outputs)} outputs "
-                f"({', '.join(o.name for o in outputs)})"
-            )
-        values = {o.name: value for o, value in zip(outputs, returned, strict=True)}
-    elif len(outputs) == 1:
-        values = {outputs[0].name: returned}
     else:
-        raise ReferenceFailed(f"reference {name} returned one value but there are {len(outputs)} outputs")
+        try:
+            values = outputs_by_name(returned, [o.name for o in outputs])
+        except ValueError as exc:
+            raise ReferenceFailed(f"reference {name} {exc}") from None
     result: dict[str, np.ndarray] = {}
     for output in outputs:
         if output.name not in values:

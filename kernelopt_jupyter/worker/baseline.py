@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..core.reference import outputs_by_name
 from ..core.results import Status
 from .runner import CaseFailed, CaseRunner, LoadedCase
 
@@ -25,12 +26,10 @@ def baseline_invoker(
         returned = function(**arguments)
         if returned is None:
             return
-        if isinstance(returned, dict):
-            values = returned
-        elif isinstance(returned, tuple | list):
-            values = {o.name: v for o, v in zip(outputs, returned, strict=False)}
-        else:
-            values = {outputs[0].name: returned}
+        try:
+            values = outputs_by_name(returned, [o.name for o in outputs])
+        except ValueError as exc:
+            raise CaseFailed(Status.WRONG, f"the baseline {exc}") from None
         for name, value in values.items():
             if name not in buffers:
                 continue
