@@ -18,7 +18,7 @@ import numpy as np
 from ..backends.base import Backend, CompiledKernel
 from ..core.compare import compare_output
 from ..core.launch import LaunchDims
-from ..core.results import CaseResult, OutputCheck, Status
+from ..core.results import CaseResult, OutputCheck, Status, TimingStats
 from ..core.scoring import summarize
 from ..core.settings import TimingProtocol
 from ..core.types import poison_value
@@ -82,7 +82,6 @@ class CaseRunner:
         self.backend = backend
         self.workload = workload
         self.xp = backend.xp
-        self.last_phases: dict[str, float] = {}
 
     # --- buffers -------------------------------------------------------------------------------
     def fresh_buffers(self, case: LoadedCase) -> dict[str, Any]:
@@ -208,10 +207,10 @@ class CaseRunner:
             result.seconds["validate"] = time.perf_counter() - started
             if request.timing is not None and request.kind == "performance":
                 started = time.perf_counter()
-                result.timing, flags = self.time(request, invoke_for)
+                result.timing, flags, phases = self.time(request, invoke_for)
                 result.flags.extend(flags)
                 result.seconds["time"] = time.perf_counter() - started
-                result.seconds.update({f"time: {k}": v for k, v in self.last_phases.items()})
+                result.seconds.update({f"time: {k}": v for k, v in phases.items()})
                 if request.revalidate is not None:
                     try:
                         self.validate(
@@ -232,7 +231,7 @@ class CaseRunner:
 
     def time(
         self, request: RunRequest, invoke_for: Callable[[LoadedCase, dict[str, Any]], None]
-    ) -> tuple[Any, list[str]]:
+    ) -> tuple[TimingStats, list[str], dict[str, float]]:
         case = request.trials[0]
         assert request.timing is not None
         buffers = self.fresh_buffers(case)
@@ -252,7 +251,6 @@ class CaseRunner:
             prepare=prepare if restore else None,
             timeout_s=request.launch_timeout_s,
         )
-        self.last_phases = samples.phases
         stats = summarize(
             samples.samples_us,
             samples.warmup,
@@ -272,7 +270,7 @@ class CaseRunner:
                 f"({stats.median_us:.1f} µs): work may be running outside the timed region"
             )
         stats.flags = flags
-        return stats, flags
+        return stats, flags, samples.phases
 
 
 def interleaved_timings(
