@@ -27,9 +27,10 @@ import pytest
 import yaml
 
 from kernelopt_jupyter import evaluate, load_workload
+from kernelopt_jupyter.backends.cpu.backend import CpuBackend
 from kernelopt_jupyter.core.errors import SpecWarning
 from kernelopt_jupyter.core.inputs import generate_case_inputs
-from kernelopt_jupyter.core.physics import FLOOR_MARGIN, Peaks, floor_us, impossible
+from kernelopt_jupyter.core.physics import FLOOR_MARGIN, HOST_FLOOR_MARGIN, Peaks, floor_us, impossible
 from kernelopt_jupyter.core.results import CandidateResult, CaseResult, OutputCheck, Status, TimingStats
 from kernelopt_jupyter.core.settings import EvaluationSettings, TimingProtocol
 from kernelopt_jupyter.core.store import read_run
@@ -436,6 +437,18 @@ def test_impossible_only_below_the_floor_margin() -> None:
     untimed.timing = None
     assert impossible(untimed, PEAKS, L2_BYTES) is None
 
+
+
+def test_host_peaks_use_their_own_wider_margin() -> None:
+    """Host wall-clock floors are looser: a time the GPU margin calls impossible passes on the host."""
+    floor = 2 * L2_BYTES / 4000e3
+    host = PEAKS.model_copy(update={"margin": HOST_FLOOR_MARGIN})
+    between = _timed(floor * (HOST_FLOOR_MARGIN + FLOOR_MARGIN) / 2, moved=2 * L2_BYTES)
+    assert impossible(between, PEAKS, L2_BYTES) is not None
+    assert impossible(between, host, L2_BYTES) is None
+    assert impossible(_timed(floor * HOST_FLOOR_MARGIN * 0.99, moved=2 * L2_BYTES), host, L2_BYTES)
+    measured = CpuBackend().measure_peaks()
+    assert measured.margin == HOST_FLOOR_MARGIN and measured.l2_gbs and measured.l2_gbs > 0
 
 @backends
 def test_work_model_claiming_more_than_the_hardware_can_move_is_invalid(
