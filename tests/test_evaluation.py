@@ -126,3 +126,51 @@ def test_close_candidates_are_retimed_interleaved(workload_dir, backend, tmp_pat
         assert set(second.ab["cases"]) == {"big"}
         assert second.ab["ratio"] > 1.0, "the delayed kernel is slower side by side"
         assert session.best.id == first.id, "the side-by-side measurement decides, and it lost"
+
+
+@backends
+def test_sweep_finalists_are_timed_together_and_fully_validated(workload_dir, backend, tmp_path):
+    workload = _delay_workload(workload_dir)
+    with Session(workload, settings=settings(backend), results_dir=tmp_path) as session:
+        report = session.tune(SweepSettings(finalists=3, finalist_window=float("inf")))
+    finals = [o for o in report.outcomes if o.final]
+    assert len(finals) == 3, [(o.knobs, o.result.message) for o in report.outcomes]
+    for outcome in finals:
+        big = outcome.result.case("big")
+        assert big is not None and big.timing is not None
+        assert big.timing.mode.endswith("interleaved"), "finalists are timed round-robin, side by side"
+        assert big.trials == 2, "a finalist passes every defence the screen left out"
+    screened = [o for o in report.outcomes if not o.final and o.result.ranks]
+    assert all(o.result.case("big").trials == 1 for o in screened), "the screen runs one trial"
+
+
+def test_finalists_are_the_fastest_screens_within_the_window() -> None:
+    from kernelopt_jupyter.agent.sweep import SweepOutcome, pick_finalists
+    from kernelopt_jupyter.core.results import CandidateResult
+
+    def screened(score: float | None, status: Status = Status.OK) -> SweepOutcome:
+        return SweepOutcome({"X": score or 0}, CandidateResult(status=status, score_us=score))
+
+    outcomes = [screened(s) for s in (12.0, 10.0, 11.4, 11.6, 30.0, 10.5)]
+    outcomes.append(screened(None, Status.WRONG))
+    picked = pick_finalists(outcomes, SweepSettings(finalists=3, finalist_window=0.15))
+    assert [o.result.score_us for o in picked] == [10.0, 10.5, 11.4], "the three fastest"
+    picked = pick_finalists(outcomes, SweepSettings(finalists=10, finalist_window=0.15))
+    assert [o.result.score_us for o in picked] == [10.0, 10.5, 11.4], "11.6 is over 15 % slower"
+    assert pick_finalists([screened(None, Status.WRONG)], SweepSettings()) == []
+
+
+def test_interleaved_timing_keeps_sampling_until_its_budget_when_noise_stays_high(workload_dir):
+    from kernelopt_jupyter.worker.evaluator import Evaluator
+    from kernelopt_jupyter.worker.retiming import interleave
+
+    workload = load_workload(workload_dir / "workload.yaml")
+    source = workload.kernel_code()
+    fixed = settings("cpu")
+    with Evaluator(workload, fixed) as evaluator:
+        counts = [t.samples for t in interleave(evaluator, [(source, None, None)] * 2)["big"]]
+    assert counts == [40, 40], "a fixed protocol: 4 rounds of 10 samples each"
+    adaptive = TimingProtocol(warmup=1, samples=10, budget_s=0.3, target_cv=1e-12)
+    with Evaluator(workload, settings("cpu").model_copy(update={"timing": adaptive})) as evaluator:
+        counts = [t.samples for t in interleave(evaluator, [(source, None, None)] * 2)["big"]]
+    assert min(counts) > 40, "an unreachable noise target: rounds go on until the budget is spent"

@@ -35,7 +35,7 @@ from kernelopt_jupyter.core.results import CandidateResult, CaseResult, OutputCh
 from kernelopt_jupyter.core.settings import EvaluationSettings, TimingProtocol
 from kernelopt_jupyter.core.store import read_run
 from kernelopt_jupyter.core.workload import Workload
-from kernelopt_jupyter.session import Session
+from kernelopt_jupyter.session import Session, SweepSettings
 from kernelopt_jupyter.worker.evaluator import Evaluator
 
 CHEATS = Path(__file__).parent / "fixtures" / "cheats"
@@ -352,6 +352,28 @@ def test_kernel_that_replays_cached_results_fails_after_timing(workload: Workloa
     assert unchecked.status == Status.OK, "without re-validation the replayed outputs are never checked"
 
 
+@backends
+def test_sweep_finalist_that_replays_cached_results_never_becomes_best(
+    cheats_dir: Path, backend: str, tmp_path: Path
+) -> None:
+    """A sweep's quick screen runs one trial and no re-validation; its finalists get them all."""
+
+    def launch_knob(data: dict[str, Any]) -> None:
+        data["kernel"]["source"] = "replays_cache.cu"
+        data["tuning"] = {"knobs": {"BLOCK": [256]}}  # one config: later ones would replay earlier memos
+        data["launch"] = {"grid": ["ceil_div(N, BLOCK)"], "block": ["BLOCK"]}
+
+    workload = spec(cheats_dir, launch_knob)
+    with Session(workload, settings=settings(backend), results_dir=tmp_path / "results") as session:
+        report = session.tune(SweepSettings(finalist_window=float("inf")))
+        best = session.best
+    screened = [o for o in report.outcomes if not o.final]
+    finals = [o for o in report.outcomes if o.final]
+    assert screened and all(o.result.status == Status.OK for o in screened), "the screen cannot see it"
+    assert finals and all(o.result.status == Status.WRONG for o in finals), [o.result.message for o in finals]
+    assert report.best is None and best is None, "a screened entry never becomes the best"
+
+
 def test_kernel_that_idles_after_its_evaluation_cannot_win_the_ab_retiming(
     workload: Workload, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -438,7 +460,6 @@ def test_impossible_only_below_the_floor_margin() -> None:
     assert impossible(untimed, PEAKS, L2_BYTES) is None
 
 
-
 def test_host_peaks_use_their_own_wider_margin() -> None:
     """Host wall-clock floors are looser: a time the GPU margin calls impossible passes on the host."""
     floor = 2 * L2_BYTES / 4000e3
@@ -449,6 +470,7 @@ def test_host_peaks_use_their_own_wider_margin() -> None:
     assert impossible(_timed(floor * HOST_FLOOR_MARGIN * 0.99, moved=2 * L2_BYTES), host, L2_BYTES)
     measured = CpuBackend().measure_peaks()
     assert measured.margin == HOST_FLOOR_MARGIN and measured.l2_gbs and measured.l2_gbs > 0
+
 
 @backends
 def test_work_model_claiming_more_than_the_hardware_can_move_is_invalid(

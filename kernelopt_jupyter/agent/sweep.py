@@ -7,8 +7,11 @@ being sloppy:
 * distinct ``-D`` variants compile in parallel in the worker's NVRTC thread pool, ahead of the
   device, so compiling overlaps running;
 * configurations over the device's limits are skipped, with the reason, before compiling;
-* every configuration is screened with a short timing, then the best few are re-timed with the
-  full protocol, and only full-protocol numbers decide the winner.
+* every configuration is validated on one trial of every case and screened with a short timing;
+* the best few (within ``finalist_window`` of the best screen) are then re-timed *together*,
+  round-robin, under the full protocol's sample count, noise target and budget (one budget per
+  case shared by all finalists, so drift hits them alike), and validated again with every
+  defence; only these full numbers decide the winner.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from ..core.launch import launch_limit_reason, resolve_launch
 from ..core.results import CandidateResult, Status
 from ..core.settings import TimingProtocol
 from ..core.tuning_space import KnobValues, enumerate_space
+from ..worker.client import WorkerLost, WorkerReplyError
 from ..worker.evaluator import Evaluator
 from ..worker.handles import KernelHandle
+from ..worker.retiming import interleave, with_timings
 
 
 def screen_protocol(full: TimingProtocol) -> TimingProtocol:
@@ -46,6 +51,7 @@ class SweepSettings:
     max_configs: int | None = None
     screen: TimingProtocol | None = None  # None: derived from the evaluator's protocol
     finalists: int = 5
+    finalist_window: float = 0.15  # screens more than 15 % slower than the best cannot win
     compile_ahead: int = 64
     sample_seed: int = 0
 
@@ -174,14 +180,38 @@ def _release(evaluator: Evaluator, handle: KernelHandle, remaining_uses: dict[st
         evaluator.forget(handle)
 
 
+def pick_finalists(outcomes: list[SweepOutcome], settings: SweepSettings) -> list[SweepOutcome]:
+    """The fastest screened configurations, at most ``finalists``, within the window of the best."""
+    ranked = sorted(
+        (o for o in outcomes if not o.final and o.result.ranks), key=lambda o: o.result.score_us or 0.0
+    )
+    if not ranked:
+        return []
+    limit = (ranked[0].result.score_us or 0.0) * (1.0 + settings.finalist_window)
+    return [o for o in ranked[: settings.finalists] if (o.result.score_us or 0.0) <= limit]
+
+
 def _retime_finalists(
     evaluator: Evaluator, source: str, settings: SweepSettings, report: SweepReport, record: Record | None
 ) -> None:
-    ranked = sorted((o for o in report.outcomes if o.result.ranks), key=lambda o: o.result.score_us or 0.0)
-    for outcome in ranked[: settings.finalists]:
-        handle = evaluator.submit(source, outcome.knobs)
-        result = evaluator.run(handle, evaluator.wait_compiled(handle), None, outcome.knobs, timing=True)
-        evaluator.forget(handle)
+    finalists = pick_finalists(report.outcomes, settings)
+    if not finalists:
+        return
+    try:
+        timings = interleave(evaluator, [(source, None, o.knobs) for o in finalists])
+    except (RuntimeError, WorkerLost, WorkerReplyError):
+        timings = None  # one of them failed under the long timing: time each alone to find which
+    for index, outcome in enumerate(finalists):
+        if timings is None:
+            result = evaluator.evaluate(source, None, outcome.knobs)
+        else:
+            # Validation after the timing, with every defence the screen left out.
+            checked = evaluator.validate(source, None, outcome.knobs)
+            checked.compile_time_s, checked.compile_log = (
+                outcome.result.compile_time_s,
+                outcome.result.compile_log,
+            )
+            result = with_timings(evaluator, checked, {name: t[index] for name, t in timings.items()})
         final = SweepOutcome(outcome.knobs, result, final=True)
         report.outcomes.append(final)
         if record is not None:

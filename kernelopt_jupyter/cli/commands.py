@@ -206,12 +206,20 @@ class TuneCommand:
             help="sweep the spec's tuning space and keep the fastest validated config",
             description="Evaluate the initial kernel, then every configuration of the tuning space "
             "(validated on every case, screened with a short timing); re-time the best "
-            "few with the full protocol; write results/run-NNN/.",
+            "few side by side with the full protocol and validate them again with every "
+            "check; write results/run-NNN/.",
         )
         _common(parser)
         parser.add_argument("--max-configs", type=int, default=None, help="sample at most N configurations")
         parser.add_argument(
             "--finalists", type=int, default=5, help="configurations re-timed with the full protocol"
+        )
+        parser.add_argument(
+            "--finalist-window",
+            type=float,
+            default=0.15,
+            metavar="FRACTION",
+            help="only screens within this fraction of the fastest become finalists (default 0.15)",
         )
         parser.add_argument(
             "--results", type=Path, default=Path("results"), help="where run-NNN/ goes (default results/)"
@@ -222,6 +230,8 @@ class TuneCommand:
     def run(args: argparse.Namespace) -> int:
         if args.max_configs is not None and args.max_configs < 1:
             raise UsageError("--max-configs must be at least 1")
+        if args.finalists < 1 or args.finalist_window < 0:
+            raise UsageError("--finalists must be at least 1 and --finalist-window at least 0")
         workload = _load(args.workload)
         if workload.tuning is None or not workload.tuning.knobs:
             raise UsageError(
@@ -243,7 +253,12 @@ class TuneCommand:
                 _print(f"initial kernel: {_verdict(initial)}")
             progress = _Progress(args.json)
             report = session.tune(
-                SweepSettings(max_configs=args.max_configs, finalists=args.finalists), progress
+                SweepSettings(
+                    max_configs=args.max_configs,
+                    finalists=args.finalists,
+                    finalist_window=args.finalist_window,
+                ),
+                progress,
             )
         summary, _ = read_run(store.path)
         if args.json:

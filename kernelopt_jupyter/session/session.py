@@ -125,9 +125,17 @@ class Session:
         store = self.start()
         source = self.workload.kernel_code()
         parent = store.history[0].id if store.history else None
+        finalist_ids: set[int] = set()
 
         def record(outcome: SweepOutcome) -> None:
             label = "full timing of a finalist" if outcome.final else "sweep screen (quick timing)"
+            best = store.best
+            # Finalists were timed side by side already; only a best from outside the sweep needs A/B.
+            ab = (
+                self._against_best(outcome.result, source, None, outcome.knobs)
+                if outcome.final and (best is None or best.id not in finalist_ids)
+                else None
+            )
             entry = store.add(
                 source,
                 outcome.result,
@@ -135,8 +143,10 @@ class Session:
                 parent_id=parent,
                 screening=not outcome.final,
                 rationale=f"{label}: " + ", ".join(f"{k}={v}" for k, v in outcome.knobs.items()),
-                ab=self._against_best(outcome.result, source, None, outcome.knobs) if outcome.final else None,
+                ab=ab,
             )
+            if outcome.final:
+                finalist_ids.add(entry.id)
             if on_outcome is not None:
                 on_outcome(outcome, entry)
 

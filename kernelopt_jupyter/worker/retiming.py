@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from ..core.inputs import case_variables
 from ..core.launch import CandidateLaunch, resolve_launch
 from ..core.physics import impossible
-from ..core.results import CandidateResult, TimingStats
+from ..core.results import CandidateResult, Status, TimingStats
+from ..core.scoring import score
 from ..core.tuning_space import KnobValues
 from .evaluator import Evaluator
 
@@ -31,6 +32,24 @@ def below_floor(
         if reason is not None:
             return f"case {name}: {reason}"
     return None
+
+
+def with_timings(
+    evaluator: Evaluator, result: CandidateResult, timings: Mapping[str, TimingStats]
+) -> CandidateResult:
+    """A copy of ``result`` whose performance cases carry a decisive re-timing, scored again and
+    held to the physics floor (an impossible re-timing makes the copy ``invalid``)."""
+    updated = result.model_copy(deep=True)
+    for case in updated.cases:
+        stats = timings.get(case.name)
+        if stats is not None:
+            case.timing = stats
+            case.flags.extend(flag for flag in stats.flags if flag not in case.flags)
+    updated.score_us = score(updated.cases) if updated.status == Status.OK else None
+    problem = below_floor(evaluator, updated, timings) if evaluator.settings.physics_floor else None
+    if problem is not None:
+        updated.status, updated.message, updated.score_us = Status.INVALID, problem, None
+    return updated
 
 
 def interleave(

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import Backend, CompiledKernel
+from ..backends.base import Backend, CompiledKernel, enough_samples
 from ..core.compare import compare_output
 from ..core.launch import LaunchDims
 from ..core.results import CaseResult, OutputCheck, Status, TimingStats
@@ -282,7 +282,11 @@ def interleaved_timings(
     timeout_s: float,
 ) -> list[Any]:
     """Time several kernels in alternation (A/B/A/B...) so drift in clocks or temperature hits all
-    of them alike; returns one TimingStats per kernel."""
+    of them alike; returns one TimingStats per kernel.
+
+    At least ``rounds`` rounds; after that, rounds go on until every kernel's samples meet the
+    protocol's stop rule (noise under target, or its time budget, shared by all the kernels).
+    """
     per_round = max(10, protocol.samples // rounds)
     first = protocol.model_copy(
         update={
@@ -296,7 +300,11 @@ def interleaved_timings(
     later = first.model_copy(update={"warmup": 1})
     collected: list[list[float]] = [[] for _ in invokers]
     modes: list[Any] = [None] * len(invokers)
-    for round_index in range(rounds):
+    started = time.perf_counter()
+    round_index = 0
+    while round_index < rounds or not all(
+        enough_samples(values, protocol, time.perf_counter() - started) for values in collected
+    ):
         for index, invoke_for in enumerate(invokers):
             buffers = runner.fresh_buffers(case)
             restore = [
@@ -317,6 +325,7 @@ def interleaved_timings(
             )
             collected[index].extend(samples.samples_us)
             modes[index] = samples
+        round_index += 1
     return [
         summarize(
             values,
