@@ -7,6 +7,9 @@ backend in each mode — back_to_back (the default), graph, per_launch (one even
 the seed-compatible mode) — warm and cold, and under ``ncu --clock-control none --metrics
 gpu__time_duration.sum`` with ``--cache-control none`` (warm) and ``all`` (cold). Prints, per
 kernel, each median, its difference from ncu, and the spread of the median over the repeats.
+Two further rows per kernel: cold mode with the L2 evicted by *reading* (clean lines, like ncu's
+flush-and-invalidate) instead of writing, and a diagnostic of launches each timed alone after
+the GPU idled (what ncu sees), to tell launch overhead from the pause ncu leaves between kernels.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -119,8 +123,11 @@ def ncu_durations(cache: str) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in values.items()}
 
 
-def ours(repeats: int) -> dict[tuple[str, str], list[float]]:
-    """Medians (µs) per (kernel, mode) from the CUDA backend, `repeats` independent measurements each."""
+def ours(repeats: int, cold_flush: str = "write") -> dict[tuple[str, str], list[float]]:
+    """Medians (µs) per (kernel, mode) from the CUDA backend, `repeats` independent measurements each.
+
+    With ``cold_flush="read"`` only the cold mode is measured, with the L2 evicted by reading.
+    """
     import cupy
 
     from kernelopt_jupyter.backends.base import CompileRequest
@@ -128,7 +135,7 @@ def ours(repeats: int) -> dict[tuple[str, str], list[float]]:
     from kernelopt_jupyter.core.launch import LaunchDims
     from kernelopt_jupyter.core.settings import TimingProtocol
 
-    backend = CupyBackend()
+    backend = CupyBackend(cold_flush=cold_flush)  # type: ignore[arg-type]
     largest = max(KERNELS.values())
     x = cupy.ones(largest, np.float32)
     y = cupy.empty_like(x)
@@ -138,6 +145,8 @@ def ours(repeats: int) -> dict[tuple[str, str], list[float]]:
         "graph warm": (TimingProtocol(mode="graph"), 1),
         "per_launch warm": (TimingProtocol(mode="per_launch"), 1),
     }
+    if cold_flush == "read":
+        modes = {"back_to_back cold, read flush": (TimingProtocol(cache="cold"), repeats)}
     results: dict[tuple[str, str], list[float]] = {}
     for name, n in KERNELS.items():
         kernel = backend.compile(CompileRequest(SOURCE, name))
@@ -153,6 +162,49 @@ def ours(repeats: int) -> dict[tuple[str, str], list[float]]:
     return results
 
 
+def isolated(samples: int = 50, idle_s: float = 200e-6) -> dict[tuple[str, str], list[float]]:
+    """Diagnostic: each launch alone, after the GPU idled, behind a stream hold — what ncu sees.
+
+    Back-to-back launches give the memory system no pause between kernels; ncu serializes them
+    with long gaps. If this row agrees with ncu where back_to_back does not, the difference is the
+    pause (write-backs finishing between kernels), not launch overhead.
+    """
+    import cupy
+
+    from kernelopt_jupyter.backends.base import CompileRequest
+    from kernelopt_jupyter.backends.cupy_backend import CupyBackend
+    from kernelopt_jupyter.backends.cupy_timing import StreamHold
+    from kernelopt_jupyter.core.launch import LaunchDims
+
+    backend = CupyBackend()
+    hold = StreamHold(backend.device_info().sm_clock_mhz)
+    x = cupy.ones(max(KERNELS.values()), np.float32)
+    y = cupy.empty_like(x)
+    results: dict[tuple[str, str], list[float]] = {}
+    for name, n in KERNELS.items():
+        kernel = backend.compile(CompileRequest(SOURCE, name))
+        dims = LaunchDims(launch_dims(n), (256, 1, 1), 0)
+        arguments = [x, y, np.int64(n)]
+        for _ in range(5):
+            backend.launch(kernel, dims, arguments)
+        values = []
+        for _ in range(samples):
+            cupy.cuda.runtime.deviceSynchronize()
+            time.sleep(idle_s)
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            hold.hold(backend.stream)
+            start.record(backend.stream)
+            backend.launch(kernel, dims, arguments)
+            end.record(backend.stream)
+            hold.release()
+            end.synchronize()
+            values.append(cupy.cuda.get_elapsed_time(start, end) * 1000.0)
+        results[(name, "isolated warm (diag)")] = [statistics.median(values)]
+    hold.close()
+    backend.close()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -162,16 +214,19 @@ def main() -> None:
         ncu_child()
         return
     measured = ours(args.repeats)
+    measured.update(ours(args.repeats, cold_flush="read"))
+    measured.update(isolated())
     truth = {"warm": ncu_durations("none"), "cold": ncu_durations("all")}
-    print(f"{'kernel':<16}{'mode':<20}{'ours µs':>10}{'ncu µs':>10}{'diff %':>8}{'spread %':>10}")
-    for (name, mode), medians in measured.items():
+    print(f"{'kernel':<16}{'mode':<31}{'ours µs':>10}{'ncu µs':>10}{'diff %':>8}{'spread %':>10}")
+    kernel_order = list(KERNELS)
+    for (name, mode), medians in sorted(measured.items(), key=lambda item: kernel_order.index(item[0][0])):
         cache = "cold" if "cold" in mode else "warm"
         reference = truth[cache].get(name)
         median = statistics.median(medians)
         diff = f"{100 * (median / reference - 1):+8.1f}" if reference else f"{'-':>8}"
         spread = f"{100 * (max(medians) - min(medians)) / median:10.2f}" if len(medians) > 1 else f"{'-':>10}"
         shown = f"{reference:10.2f}" if reference else f"{'-':>10}"
-        print(f"{name:<16}{mode:<20}{median:>10.2f}{shown}{diff}{spread}")
+        print(f"{name:<16}{mode:<31}{median:>10.2f}{shown}{diff}{spread}")
     print(f"spread: (max - min) of {args.repeats} medians over their median")
     print(f"ncu: median of {NCU_LAUNCHES} launches, clock control none; warm/cold = cache control none/all")
 

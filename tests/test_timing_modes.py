@@ -45,3 +45,34 @@ def test_cold_cache_is_not_faster_than_warm(workload_dir):
     cold = timed(workload, "back_to_back", "cold")
     assert cold.cache == "cold" and cold.launches_per_sample == 1
     assert cold.median_us >= 0.9 * warm.median_us
+
+
+def test_read_flush_evicts_the_l2_like_the_write_flush():
+    """Both ways of evicting the L2 make a small, cache-resident copy slower than warm timing."""
+    import cupy
+    import numpy as np
+
+    from kernelopt_jupyter.backends.base import CompileRequest
+    from kernelopt_jupyter.backends.cupy_backend import CupyBackend
+    from kernelopt_jupyter.core.launch import LaunchDims
+
+    source = r"""extern "C" __global__ void copy(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }"""
+    n = 1 << 22  # 32 MiB moved: inside the L2 when warm
+    medians = {}
+    for flush in ("write", "read"):
+        backend = CupyBackend(cold_flush=flush)
+        x, y = cupy.ones(n, np.float32), cupy.empty(n, np.float32)
+        kernel = backend.compile(CompileRequest(source, "copy"))
+        dims = LaunchDims((n // 256, 1, 1), (256, 1, 1), 0)
+        arguments = (x, y, np.int32(n))
+
+        def launch(backend=backend, kernel=kernel, dims=dims, arguments=arguments) -> None:
+            backend.launch(kernel, dims, arguments)
+
+        for cache in ("warm", "cold"):
+            samples = backend.time(launch, TimingProtocol.fixed(3, 30, cache=cache))
+            medians[flush, cache] = float(np.median(samples.samples_us))
+        backend.close()
+    assert medians["write", "cold"] > medians["write", "warm"], medians
+    assert medians["read", "cold"] > medians["read", "warm"], medians

@@ -23,7 +23,7 @@ from ..core.results import DeviceInfo, KernelAttributes, Status
 from ..core.settings import TimingProtocol
 from ..core.tuning_space import define_options
 from .base import Backend, CompiledKernel, CompileFailed, CompileRequest, LaunchFailed, TimingSamples
-from .cupy_timing import Clocks, StreamHold, Timer
+from .cupy_timing import Clocks, ColdFlush, StreamHold, Timer
 from .nvrtc_pool import CompilePool
 
 # CUDA error codes (identical in the runtime and driver APIs for these values).
@@ -69,7 +69,7 @@ class CupyBackend(Backend):
     clock = "cuda_events"
     xp = cupy
 
-    def __init__(self, device: int = 0, memcheck: bool = False) -> None:
+    def __init__(self, device: int = 0, memcheck: bool = False, cold_flush: ColdFlush = "write") -> None:
         if memcheck:
             raise ValueError(
                 "memcheck belongs to the CPU emulation; on a GPU, run compute-sanitizer on a replay script"
@@ -81,6 +81,7 @@ class CupyBackend(Backend):
         self._info: DeviceInfo | None = None
         self._smem_opt_in: dict[int, int] = {}
         self._timer_instance: Timer | None = None
+        self._cold_flush = cold_flush
         self._pool = CompilePool(min(16, os.cpu_count() or 1))
         self._arch = cupy.cuda.compiler._get_arch()  # what RawModule itself would target
 
@@ -181,7 +182,11 @@ class CupyBackend(Backend):
         if self._timer_instance is None:
             info = self.device_info()
             self._timer_instance = Timer(
-                self.stream, StreamHold(info.sm_clock_mhz), Clocks(self.device_id), info.l2_cache_bytes or 0
+                self.stream,
+                StreamHold(info.sm_clock_mhz),
+                Clocks(self.device_id),
+                info.l2_cache_bytes or 0,
+                self._cold_flush,
             )
         return self._timer_instance
 

@@ -21,7 +21,7 @@ import contextlib
 import ctypes
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import cupy
 import numpy as np
@@ -40,6 +40,7 @@ extern "C" __global__ void kernelopt_hold_stream(volatile int* flag, long long t
 _MAPPED = 0x02  # cudaHostAllocMapped
 _PERSISTING_L2_LIMIT = 0x06  # cudaLimitPersistingL2CacheSize
 THROTTLE_FRACTION = 0.75
+ColdFlush = Literal["write", "read"]
 TARGET_SAMPLE_US = 20.0
 
 
@@ -117,11 +118,15 @@ def reset_persisting_lines() -> bool:
 class Timer:
     """Runs the sampling loop for one kernel (or callable) on one stream."""
 
-    def __init__(self, stream: Any, hold: StreamHold, clocks: Clocks, l2_bytes: int) -> None:
+    def __init__(
+        self, stream: Any, hold: StreamHold, clocks: Clocks, l2_bytes: int, cold_flush: ColdFlush = "write"
+    ) -> None:
         self.stream = stream
         self.hold = hold
         self.clocks = clocks
-        self.flush_buffer = cupy.empty(max(2 * l2_bytes, 64 << 20), dtype=np.uint8)
+        self.cold_flush = cold_flush
+        self.flush_buffer = cupy.full(max(2 * l2_bytes, 64 << 20), 0xA5, dtype=np.uint8)
+        self._flush_sink = cupy.zeros((), dtype=np.uint64)
         self._l2_limit_set: bool | None = None
 
     def reset_l2(self) -> bool:
@@ -130,7 +135,17 @@ class Timer:
         return self._l2_limit_set and reset_persisting_lines()
 
     def flush(self) -> None:
-        self.flush_buffer.fill(np.uint8(0xA5))
+        """Evict the L2 before a cold sample, on the timing stream.
+
+        ``write`` overwrites a buffer twice the L2's size, which leaves the L2 full of dirty lines
+        the next kernel must write back; ``read`` sums it instead, leaving clean lines, as
+        ``ncu --cache-control all`` does (flush and invalidate).
+        """
+        with self.stream:
+            if self.cold_flush == "read":
+                self.flush_buffer.sum(out=self._flush_sink)
+            else:
+                self.flush_buffer.fill(np.uint8(0xA5))
 
     def measure(
         self,
