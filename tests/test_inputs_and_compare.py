@@ -145,3 +145,60 @@ def test_degenerate_references():
 def test_single_value_outputs_are_not_constant():
     assert is_degenerate(np.array([5.0])) is None
     assert "all zeros" in is_degenerate(np.array([0.0]))
+
+
+def _general_path(monkeypatch, *args):
+    import kernelopt_jupyter.core.compare as compare
+
+    with monkeypatch.context() as patched:
+        patched.setattr(compare, "_passing_check", lambda *_: None)
+        return compare.compare_output(*args)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "passes",
+        "zeros_in_reference",
+        "one_nan",
+        "one_inf",
+        "one_outside",
+        "norm_only",
+        "inf_in_both",
+        "ints_equal",
+        "ints_differ",
+    ],
+)
+def test_quick_passing_path_agrees_with_the_general_one(case, monkeypatch):
+    """The fast path for passing outputs must give exactly the general path's verdict and figures."""
+    rng = np.random.default_rng(7)
+    want = rng.standard_normal(5000)
+    got = (want * (1 + 1e-7)).astype(np.float32)
+    tolerance = Tolerance(rtol=1e-5, atol=1e-6, max_rel_norm=1e-5)
+    if case == "zeros_in_reference":
+        want[::7] = 0.0
+        got = (want * (1 + 1e-7)).astype(np.float32)
+    elif case == "one_nan":
+        got[123] = np.nan
+    elif case == "one_inf":
+        got[77] = np.inf
+    elif case == "one_outside":
+        got[4000] += 1.0
+    elif case == "norm_only":
+        got = (want * (1 + 5e-6)).astype(np.float32)  # each element within 1e-5, the norm is not
+        tolerance = Tolerance(rtol=1e-5, atol=1e-6, max_rel_norm=1e-6)
+    elif case == "inf_in_both":
+        want[5], got[5] = np.inf, np.inf
+    elif case in ("ints_equal", "ints_differ"):
+        want = rng.integers(-50, 50, 5000)
+        got = want.astype(np.int32)
+        if case == "ints_differ":
+            got[9] += 1
+    quick = compare_output("out", got, want, tolerance)
+    general = _general_path(monkeypatch, "out", got, want, tolerance)
+    mine, theirs = quick.model_dump(), general.model_dump()
+    for figure in ("max_abs_error", "max_rel_error", "rel_norm_error"):  # sums in another order
+        assert mine.pop(figure) == pytest.approx(theirs.pop(figure), rel=1e-9), figure
+    assert mine == theirs
+    expected_pass = case in ("passes", "zeros_in_reference", "inf_in_both", "ints_equal")
+    assert quick.passed is expected_pass, quick.reason

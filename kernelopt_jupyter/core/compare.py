@@ -34,6 +34,9 @@ def compare_output(name: str, got: Any, expected: Any, tolerance: Tolerance, xp:
     exact = np.dtype(got.dtype).kind in "iub" and np.dtype(expected.dtype).kind in "iub"
     g = got.astype(xp.float64, copy=False).ravel()
     e = expected.astype(xp.float64, copy=False).ravel()
+    passed = _passing_check(name, g, e, exact, tolerance, xp)
+    if passed is not None:
+        return passed
     e_finite = xp.isfinite(e)
     g_finite = xp.isfinite(g)
     both_finite = e_finite & g_finite
@@ -83,6 +86,41 @@ def compare_output(name: str, got: Any, expected: Any, tolerance: Tolerance, xp:
         check.passed = False
         check.reason = f"{name}: " + "; ".join(reasons)
     return check
+
+
+def _passing_check(
+    name: str, g: Any, e: Any, exact: bool, tolerance: Tolerance, xp: Any
+) -> OutputCheck | None:
+    """The common case, every element within tolerance of a finite reference, in about half the
+    passes over the data of the general path below; None when anything is off (the general path
+    then finds and describes it)."""
+    if exact:
+        if not bool((g == e).all()):
+            return None
+        return OutputCheck(
+            name=name, passed=True, max_abs_error=0.0, max_rel_error=0.0, rel_norm_error=0.0, mismatches=0
+        )
+    if not bool(xp.isfinite(e).all()):
+        return None
+    diff = g - e
+    abs_diff = xp.abs(diff)
+    abs_e = xp.abs(e)
+    if not bool((abs_diff <= tolerance.atol + tolerance.rtol * abs_e).all()):  # NaN compares False
+        return None
+    norm_diff = math.sqrt(float(xp.dot(diff, diff)))
+    norm_e = math.sqrt(float(xp.dot(e, e)))
+    rel_norm = norm_diff / norm_e if norm_e > 0 else norm_diff
+    if tolerance.max_rel_norm is not None and rel_norm > tolerance.max_rel_norm:
+        return None
+    return OutputCheck(
+        name=name,
+        passed=True,
+        max_abs_error=float(abs_diff.max()),
+        max_rel_error=float((abs_diff / xp.where(abs_e > 0, abs_e, xp.inf)).max()),
+        rel_norm_error=rel_norm,
+        mismatches=0,
+        nonfinite=0,
+    )
 
 
 def is_degenerate(expected: Any, xp: Any = np) -> str | None:
