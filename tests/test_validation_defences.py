@@ -371,6 +371,7 @@ def test_sweep_finalist_that_replays_cached_results_never_becomes_best(
     finals = [o for o in report.outcomes if o.final]
     assert screened and all(o.result.status == Status.OK for o in screened), "the screen cannot see it"
     assert finals and all(o.result.status == Status.WRONG for o in finals), [o.result.message for o in finals]
+    assert all(case.timing is None for o in finals for case in o.result.cases), "failed: no time shown"
     assert report.best is None and best is None, "a screened entry never becomes the best"
 
 

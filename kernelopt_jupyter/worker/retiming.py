@@ -21,7 +21,10 @@ from .evaluator import Evaluator
 def below_floor(
     evaluator: Evaluator, result: CandidateResult, timings: Mapping[str, TimingStats]
 ) -> str | None:
-    """Why re-timed medians of a result's cases are faster than the hardware allows, or None."""
+    """Why re-timed medians of a result's cases are faster than the hardware allows, or None
+    (always None with the floor switched off in the settings)."""
+    if not evaluator.settings.physics_floor:
+        return None
     for name, stats in timings.items():
         case = result.case(name)
         if case is None:
@@ -42,11 +45,11 @@ def with_timings(
     updated = result.model_copy(deep=True)
     for case in updated.cases:
         stats = timings.get(case.name)
-        if stats is not None:
+        if stats is not None and case.status == Status.OK:  # a case that failed shows no time
             case.timing = stats
             case.flags.extend(flag for flag in stats.flags if flag not in case.flags)
     updated.score_us = score(updated.cases) if updated.status == Status.OK else None
-    problem = below_floor(evaluator, updated, timings) if evaluator.settings.physics_floor else None
+    problem = below_floor(evaluator, updated, timings)
     if problem is not None:
         updated.status, updated.message, updated.score_us = Status.INVALID, problem, None
     return updated
