@@ -1,6 +1,7 @@
 """Sweep throughput: kernelopt's tuning sweep vs Kernel Tuner on the same SGEMM space, same GPU, same run.
 
-    python benchmarks/sweep_throughput.py [--skip-kernel-tuner] [--max-configs N]
+    python benchmarks/sweep_throughput.py [--skip-kernel-tuner] [--max-configs N] [--only-launch]
+                                          [--backend cupy|cpu] [--finalist-window F]
 
 Part 1 sweeps the register-blocked SGEMM of ``benchmarks/sgemm_sweep/`` at 2048^3 (block and tile
 sizes as knobs, every configuration verified) through kernelopt, then through Kernel Tuner's
@@ -18,6 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,14 +39,16 @@ def fresh_cupy_cache() -> str:
     return path
 
 
-def run_kernelopt(workload, label: str, max_configs: int | None, results: Path) -> dict:
+def run_kernelopt(
+    workload, label: str, max_configs: int | None, results: Path, backend: str, sweep: SweepSettings
+) -> dict:
     fresh_cupy_cache()
-    settings = EvaluationSettings(backend="cupy")
+    settings = EvaluationSettings(backend=backend)
     started = time.perf_counter()
     with Session(workload, settings=settings, results_dir=results) as session:
         session.start()
         setup_s = time.perf_counter() - started
-        report = session.tune(SweepSettings(max_configs=max_configs))
+        report = session.tune(replace(sweep, max_configs=max_configs))
         best = report.best
         baseline = session.baseline
     total_s = time.perf_counter() - started
@@ -137,15 +141,24 @@ def main() -> None:
     parser.add_argument("--skip-kernel-tuner", action="store_true")
     parser.add_argument("--max-configs", type=int, default=None)
     parser.add_argument("--only-launch", action="store_true", help="only the launch-only sweep")
+    parser.add_argument("--backend", default="cupy", help="cupy (the figures); cpu tries it without a GPU")
+    parser.add_argument(
+        "--finalist-window", type=float, default=0.15, help="finalists: within this fraction of the best"
+    )
     args = parser.parse_args()
     workload = load_workload(HERE / "sgemm_sweep" / "workload.yaml")
     results = Path(tempfile.mkdtemp(prefix="sweep-bench-"))
-    rows = [] if args.only_launch else [run_kernelopt(workload, "kernelopt sweep", args.max_configs, results)]
+    sweep = SweepSettings(finalist_window=args.finalist_window)
+    rows = (
+        []
+        if args.only_launch
+        else [run_kernelopt(workload, "kernelopt sweep", args.max_configs, results, args.backend, sweep)]
+    )
     if not args.skip_kernel_tuner and not args.only_launch:
         tuned = run_kernel_tuner(workload, args.max_configs)
         rows.append(tuned or {"engine": "kernel_tuner (not importable)", "configs": 0})
     launch_only = load_workload(HERE / "launch_sweep" / "workload.yaml")
-    rows.append(run_kernelopt(launch_only, "kernelopt launch-only", None, results))
+    rows.append(run_kernelopt(launch_only, "kernelopt launch-only", None, results, args.backend, sweep))
     shutil.rmtree(results, ignore_errors=True)
     print_table(rows)
 

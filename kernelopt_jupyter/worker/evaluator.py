@@ -107,10 +107,13 @@ class Evaluator:
                 self.client.call(handle.message(wait=False), 60)
 
     def preload(self) -> None:
-        """Send every case's first trial to the worker now (set-up time, not the first candidate's)."""
+        """Send every case's first trial to the worker, and measure the peaks the physics floor
+        needs, now: set-up time, not the first candidate's."""
         self._sync_worker()
         for case in self.workload.cases:
             self.ensure_loaded(case, 0)
+        if self.settings.physics_floor:
+            _ = self.peaks
 
     def ensure_loaded(self, case: Case, trial: int) -> str:
         prepared = self.cases.get(case, trial)
