@@ -146,17 +146,16 @@ def main() -> None:
         "--finalist-window", type=float, default=0.15, help="finalists: within this fraction of the best"
     )
     args = parser.parse_args()
-    workload = load_workload(HERE / "sgemm_sweep" / "workload.yaml")
     results = Path(tempfile.mkdtemp(prefix="sweep-bench-"))
     sweep = SweepSettings(finalist_window=args.finalist_window)
-    rows = (
-        []
-        if args.only_launch
-        else [run_kernelopt(workload, "kernelopt sweep", args.max_configs, results, args.backend, sweep)]
-    )
-    if not args.skip_kernel_tuner and not args.only_launch:
-        tuned = run_kernel_tuner(workload, args.max_configs)
-        rows.append(tuned or {"engine": "kernel_tuner (not importable)", "configs": 0})
+    rows: list[dict] = []
+    if not args.only_launch:
+        workload = load_workload(HERE / "sgemm_sweep" / "workload.yaml")
+        row = run_kernelopt(workload, "kernelopt sweep", args.max_configs, results, args.backend, sweep)
+        rows.append(row)
+        if not args.skip_kernel_tuner:
+            tuned = run_kernel_tuner(workload, args.max_configs)
+            rows.append(tuned or {"engine": "kernel_tuner (not importable)", "configs": 0})
     launch_only = load_workload(HERE / "launch_sweep" / "workload.yaml")
     rows.append(run_kernelopt(launch_only, "kernelopt launch-only", None, results, args.backend, sweep))
     shutil.rmtree(results, ignore_errors=True)
