@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
-RUNTIME_SOURCES = ("kocpu_fibers.cpp", "kocpu_launch.cpp")
+RUNTIME_SOURCES = ("kocpu_context.cpp", "kocpu_fibers.cpp", "kocpu_launch.cpp", "kocpu_reports.cpp")
 RUNTIME_NAME = "libkocpu_rt.so"
 TU_NAME = "kernelopt-cpu-tu.cpp"  # the translation unit's own name; the linker may cite it
 BUILD_TIMEOUT_S = 300.0

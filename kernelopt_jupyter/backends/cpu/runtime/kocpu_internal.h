@@ -158,5 +158,7 @@ bool run_block(Worker* w, Launch* launch, uint64_t block);
 // Formats the report of a failed block; called in normal (non-fiber) context.
 void report_block_failure(Worker* w, Launch* launch);
 void release_block(Worker* w);
+// Lets crash and cancel signals reach this thread again after a fiber was ended by one.
+void unblock_signals();
 
 }  // namespace kocpu_rt
