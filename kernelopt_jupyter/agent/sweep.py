@@ -218,3 +218,7 @@ def _retime_finalists(
             record(final)
         if result.ranks and (report.best is None or result.score_us < report.best.result.score_us):  # type: ignore[operator]
             report.best = final
+    # The finalists' modules were compiled again for the re-timing; free them as the screen does.
+    handles = {h.key: h for h in (evaluator.handle_for(source, o.knobs) for o in finalists)}
+    for handle in handles.values():
+        evaluator.forget(handle)
