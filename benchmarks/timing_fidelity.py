@@ -7,9 +7,10 @@ backend in each mode — back_to_back (the default), graph, per_launch (one even
 the seed-compatible mode) — warm and cold, and under ``ncu --clock-control none --metrics
 gpu__time_duration.sum`` with ``--cache-control none`` (warm) and ``all`` (cold). Prints, per
 kernel, each median, its difference from ncu, and the spread of the median over the repeats.
-Two further rows per kernel: cold mode with the L2 evicted by *reading* (clean lines, like ncu's
-flush-and-invalidate) instead of writing, and a diagnostic of launches each timed alone after
-the GPU idled (what ncu sees), to tell launch overhead from the pause ncu leaves between kernels.
+Two further rows per kernel: cold mode with the L2 evicted by *writing* (dirty lines the kernel
+must write back) instead of reading (clean lines, like ncu's flush-and-invalidate), and a
+diagnostic of launches each timed alone after the GPU idled (what ncu sees), to tell launch
+overhead from the pause ncu leaves between kernels.
 """
 
 from __future__ import annotations
@@ -123,10 +124,11 @@ def ncu_durations(cache: str) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in values.items()}
 
 
-def ours(repeats: int, cold_flush: str = "write") -> dict[tuple[str, str], list[float]]:
+def ours(repeats: int, cold_flush: str = "read") -> dict[tuple[str, str], list[float]]:
     """Medians (µs) per (kernel, mode) from the CUDA backend, `repeats` independent measurements each.
 
-    With ``cold_flush="read"`` only the cold mode is measured, with the L2 evicted by reading.
+    With ``cold_flush="write"`` only the cold mode is measured, with the L2 evicted by writing.
+    Prints the per-sample overhead the backend measured and took off, per mode.
     """
     import cupy
 
@@ -145,8 +147,8 @@ def ours(repeats: int, cold_flush: str = "write") -> dict[tuple[str, str], list[
         "graph warm": (TimingProtocol(mode="graph"), 1),
         "per_launch warm": (TimingProtocol(mode="per_launch"), 1),
     }
-    if cold_flush == "read":
-        modes = {"back_to_back cold, read flush": (TimingProtocol(cache="cold"), repeats)}
+    if cold_flush == "write":
+        modes = {"back_to_back cold, write flush": (TimingProtocol(cache="cold"), repeats)}
     results: dict[tuple[str, str], list[float]] = {}
     for name, n in KERNELS.items():
         kernel = backend.compile(CompileRequest(SOURCE, name))
@@ -158,6 +160,11 @@ def ours(repeats: int, cold_flush: str = "write") -> dict[tuple[str, str], list[
                     lambda k=kernel, d=dims, a=arguments: backend.launch(k, d, a), protocol
                 )
                 results.setdefault((name, mode), []).append(float(np.median(samples.samples_us)))
+    overheads = backend._timer()._overheads
+    print(
+        f"per-sample overhead taken off ({cold_flush} flush): "
+        + ", ".join(f"{mode} {cache} {us:.2f} µs" for (mode, cache), us in sorted(overheads.items()))
+    )
     backend.close()
     return results
 
@@ -214,7 +221,7 @@ def main() -> None:
         ncu_child()
         return
     measured = ours(args.repeats)
-    measured.update(ours(args.repeats, cold_flush="read"))
+    measured.update(ours(args.repeats, cold_flush="write"))
     measured.update(isolated())
     truth = {"warm": ncu_durations("none"), "cold": ncu_durations("all")}
     print(f"{'kernel':<16}{'mode':<31}{'ours µs':>10}{'ncu µs':>10}{'diff %':>8}{'spread %':>10}")

@@ -73,6 +73,29 @@ def test_read_flush_evicts_the_l2_like_the_write_flush():
         for cache in ("warm", "cold"):
             samples = backend.time(launch, TimingProtocol.fixed(3, 30, cache=cache))
             medians[flush, cache] = float(np.median(samples.samples_us))
+        assert cupy.cuda.get_current_stream() == backend.stream, "a cold flush moved later launches"
         backend.close()
     assert medians["write", "cold"] > medians["write", "warm"], medians
     assert medians["read", "cold"] > medians["read", "warm"], medians
+
+
+def test_the_event_overhead_is_measured_small_and_taken_off_only_in_held_modes():
+    """An empty kernel still reads a positive time once the ~2 µs per sample is taken off, and a
+    kernel timed cold still reads slower than the same kernel warm."""
+    import cupy
+    import numpy as np
+
+    from kernelopt_jupyter.backends.cupy_backend import CupyBackend
+
+    backend = CupyBackend()
+    empty = cupy.RawKernel('extern "C" __global__ void nothing() {}', "nothing")
+
+    def launch() -> None:
+        empty((1,), (1,), (), stream=backend.stream)
+
+    held = backend.time(launch, TimingProtocol.fixed(3, 50, cache="cold"))
+    per_launch = backend.time(launch, TimingProtocol.fixed(3, 50, mode="per_launch"))
+    backend.close()
+    assert 0.2 < held.overhead_us < 10.0, held.overhead_us
+    assert per_launch.overhead_us == 0.0
+    assert 0.1 < float(np.median(held.samples_us)) < 10.0, held.samples_us[:5]

@@ -77,6 +77,7 @@ class TimingSamples:
     host_us_per_launch: float | None = None
     clock_mhz: list[float] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
+    overhead_us: float = 0.0  # per-sample timing overhead, measured and already taken off
 
 
 class Backend(abc.ABC):
@@ -198,3 +199,22 @@ def enough_samples(samples: list[float], request: TimingProtocol, elapsed_s: flo
         if values.std() / values.mean() < request.target_cv:
             return True
     return request.budget_s is None or elapsed_s >= request.budget_s
+
+
+def next_batch_size(samples: list[float], request: TimingProtocol, elapsed_s: float, sample_us: float) -> int:
+    """How many samples to queue next: what the minimum count still lacks; past it, no more than
+    the budget left can pay for (a 10 ms screen of a 1 ms kernel must not queue 25 more samples).
+
+    Each batch also stays well under the driver's launch-queue depth, or the host would block
+    behind a held stream.
+    """
+    launches = request.launches_per_sample if request.mode == "back_to_back" else 1
+    cap = max(1, 200 // (launches + 2))
+    if len(samples) < request.samples:
+        wanted = request.samples - len(samples)
+    else:
+        wanted = 25
+        if request.budget_s is not None:
+            left_us = (request.budget_s - elapsed_s) * 1e6
+            wanted = min(wanted, int(left_us / max(sample_us, 1e-3)) + 1)
+    return max(1, min(wanted, cap, request.max_samples - len(samples)))

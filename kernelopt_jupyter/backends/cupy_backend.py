@@ -69,7 +69,7 @@ class CupyBackend(Backend):
     clock = "cuda_events"
     xp = cupy
 
-    def __init__(self, device: int = 0, memcheck: bool = False, cold_flush: ColdFlush = "write") -> None:
+    def __init__(self, device: int = 0, memcheck: bool = False, cold_flush: ColdFlush = "read") -> None:
         if memcheck:
             raise ValueError(
                 "memcheck belongs to the CPU emulation; on a GPU, run compute-sanitizer on a replay script"
@@ -156,7 +156,7 @@ class CupyBackend(Backend):
         if dims.shared_mem > 48 * 1024 and self._smem_opt_in.get(id(raw), 0) < dims.shared_mem:
             raw.max_dynamic_shared_size_bytes = dims.shared_mem
             self._smem_opt_in[id(raw)] = dims.shared_mem
-        raw(dims.grid, dims.block, tuple(args), shared_mem=dims.shared_mem)
+        raw(dims.grid, dims.block, tuple(args), shared_mem=dims.shared_mem, stream=self.stream)
 
     def synchronize(self, timeout_s: float) -> None:
         event = cupy.cuda.Event(block=False, disable_timing=True)

@@ -81,6 +81,7 @@ class TimingStats(_Model):
     flags: list[str] = Field(default_factory=list)
     sm_clock_mhz: list[float] = Field(default_factory=list, description="SM clock before and after sampling")
     host_us_per_launch: float | None = Field(None, description="wall time per synchronous launch")
+    overhead_us: float = Field(0.0, description="per-sample timing overhead measured and taken off")
 
 
 class KernelAttributes(_Model):

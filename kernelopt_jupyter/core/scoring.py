@@ -26,6 +26,7 @@ def summarize(
     flags: Sequence[str] = (),
     sm_clock_mhz: Sequence[float] = (),
     host_us_per_launch: float | None = None,
+    overhead_us: float = 0.0,
 ) -> TimingStats:
     values = np.asarray(samples_us, dtype=np.float64)
     if values.size == 0:
@@ -48,6 +49,7 @@ def summarize(
         flags=list(flags),
         sm_clock_mhz=list(sm_clock_mhz),
         host_us_per_launch=host_us_per_launch,
+        overhead_us=overhead_us,
     )
 
 

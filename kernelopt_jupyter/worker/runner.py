@@ -261,6 +261,7 @@ class CaseRunner:
             flags=samples.flags,
             sm_clock_mhz=samples.clock_mhz,
             host_us_per_launch=samples.host_us_per_launch,
+            overhead_us=samples.overhead_us,
         )
         flags = list(samples.flags)
         host = samples.host_us_per_launch
@@ -335,6 +336,7 @@ def interleaved_timings(
             cache=s.cache,
             clock=s.clock,
             flags=s.flags,
+            overhead_us=s.overhead_us,
         )
         for values, s in zip(collected, modes, strict=True)
     ]
