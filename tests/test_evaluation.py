@@ -174,3 +174,17 @@ def test_interleaved_timing_keeps_sampling_until_its_budget_when_noise_stays_hig
     with Evaluator(workload, settings("cpu").model_copy(update={"timing": adaptive})) as evaluator:
         counts = [t.samples for t in interleave(evaluator, [(source, None, None)] * 2)["big"]]
     assert min(counts) > 40, "an unreachable noise target: rounds go on until the budget is spent"
+
+
+def test_preload_sends_every_trial_the_settings_call_for(workload_dir):
+    """Secret-seed trials and re-validation inputs are set-up work, not the first full evaluation's."""
+    from kernelopt_jupyter.worker.evaluator import Evaluator
+
+    workload = load_workload(workload_dir / "workload.yaml")
+    with Evaluator(workload, settings("cpu", trials=2)) as evaluator:
+        evaluator.preload()
+        loaded = set(evaluator._loaded)
+        expected = {evaluator.cases.get(case, t).key for case in workload.cases for t in range(3)}
+        assert loaded == expected
+        evaluator.evaluate(workload.kernel_code())
+        assert evaluator._loaded == loaded, "a full evaluation needs nothing more"

@@ -107,11 +107,15 @@ class Evaluator:
                 self.client.call(handle.message(wait=False), 60)
 
     def preload(self) -> None:
-        """Send every case's first trial to the worker, and measure the peaks the physics floor
-        needs, now: set-up time, not the first candidate's."""
+        """Send every case's trials (the secret-seed ones and the re-validation inputs too) to the
+        worker, and measure the peaks the physics floor needs, now: set-up time, not the first
+        full evaluation's."""
         self._sync_worker()
+        settings = self.settings
+        trials = settings.trials + (1 if settings.revalidate_after_timing else 0)
         for case in self.workload.cases:
-            self.ensure_loaded(case, 0)
+            for trial in range(trials):
+                self.ensure_loaded(case, trial)
         if self.settings.physics_floor:
             _ = self.peaks
 
