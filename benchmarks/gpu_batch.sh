@@ -4,7 +4,9 @@
 # $OUT (or /tmp/kernelopt-gpu). Run from the repository root on the CUDA machine, with the wheels
 # of ../shared/gpu/README.md in .whl/ (pydantic; kernel_tuner for the comparison):
 #
-#     bash benchmarks/gpu_batch.sh [tests|sweep|fidelity ...]     (default: all three)
+#     bash benchmarks/gpu_batch.sh [tests|sweep|fidelity|profile ...]     (default: the first three)
+#
+# profile: the launch-only sweeps under cProfile, parent and worker, their hottest functions.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/kernelopt-gpu}"
@@ -26,7 +28,12 @@ for part in "${parts[@]}"; do
                tail -20 "$out/sweep.log" ;;
         fidelity) python3 benchmarks/timing_fidelity.py >"$out/fidelity.log" 2>&1 || status=1
                   tail -40 "$out/fidelity.log" ;;
-        *) echo "unknown part: $part (tests, sweep, fidelity)"; status=2 ;;
+        profile) rm -rf "$out/prof" && mkdir -p "$out/prof"
+                 KERNELOPT_WORKER_PROFILE="$out/prof" python3 -m cProfile -o "$out/prof/parent.prof" \
+                     benchmarks/sweep_throughput.py --only-launch >"$out/profile.log" 2>&1 || status=1
+                 python3 benchmarks/print_profile.py "$out/prof" >>"$out/profile.log" 2>&1
+                 tail -60 "$out/profile.log" ;;
+        *) echo "unknown part: $part (tests, sweep, fidelity, profile)"; status=2 ;;
     esac
     echo "== $part: $(( $(date +%s) - started )) s"
 done

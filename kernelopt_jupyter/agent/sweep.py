@@ -197,11 +197,14 @@ def _retime_finalists(
     finalists = pick_finalists(report.outcomes, settings)
     if not finalists:
         return
+    mark = time.perf_counter()
     try:
         timings = interleave(evaluator, [(source, None, o.knobs) for o in finalists])
     except (RuntimeError, WorkerLost, WorkerReplyError):
         timings = None  # one of them failed under the long timing: time each alone to find which
+    report.add_time("  of which finalists: interleaved timing", time.perf_counter() - mark)
     for index, outcome in enumerate(finalists):
+        mark = time.perf_counter()
         if timings is None:
             result = evaluator.evaluate(source, None, outcome.knobs)
         else:
@@ -212,6 +215,7 @@ def _retime_finalists(
                 outcome.result.compile_log,
             )
             result = with_timings(evaluator, checked, {name: t[index] for name, t in timings.items()})
+        report.add_time("  of which finalists: validation", time.perf_counter() - mark)
         final = SweepOutcome(outcome.knobs, result, final=True)
         report.outcomes.append(final)
         if record is not None:

@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -186,15 +187,17 @@ def _to_host(array: Any) -> np.ndarray:
     return array.get() if hasattr(array, "get") else np.asarray(array)
 
 
-def serve(worker: Worker, in_fd: int, out_fd: int) -> None:
+def serve(worker: Worker, in_fd: int, out_fd: int, before_exit: Callable[[], None] = lambda: None) -> None:
     out = os.fdopen(out_fd, "wb")
     while True:
         try:
             message = read_message(in_fd)
         except ConnectionClosed:
+            before_exit()
             return
         op = message.get("op", "")
         if op == "shutdown":
+            before_exit()  # the client may kill this process as soon as it has the reply
             write_message(out, {"ok": True, "result": {}})
             return
         handler = getattr(worker, f"op_{op}", None)
@@ -254,4 +257,25 @@ def main(argv: list[str] | None = None) -> None:
                 },
             )
         sys.exit(2)
-    serve(Worker(backend, args.compile_threads), args.in_fd, args.out_fd)
+    serve(Worker(backend, args.compile_threads), args.in_fd, args.out_fd, _profiler())
+
+
+def _profiler() -> Callable[[], None]:
+    """With ``KERNELOPT_WORKER_PROFILE=DIR``, profile this worker into ``DIR/worker-PID.prof``.
+
+    A measuring aid for ``benchmarks/``: the worker's own time is where a sweep spends most of its.
+    """
+    directory = os.environ.get("KERNELOPT_WORKER_PROFILE")
+    if not directory:
+        return lambda: None
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+
+    def dump() -> None:
+        profile.disable()
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        profile.dump_stats(str(Path(directory) / f"worker-{os.getpid()}.prof"))
+
+    return dump
