@@ -22,8 +22,9 @@ def test_a_batch_past_the_minimum_is_what_the_budget_left_pays_for():
 def test_without_a_budget_batches_keep_their_usual_size_and_the_queue_cap():
     fixed = TimingProtocol(warmup=1, samples=10, max_samples=1000, budget_s=None, target_cv=0.001)
     assert next_batch_size([1.0] * 10, fixed, elapsed_s=5.0, sample_us=1.0) == 25
-    deep = fixed.model_copy(update={"samples": 500, "launches_per_sample": 20})
-    assert next_batch_size([], deep, elapsed_s=0.0, sample_us=1.0) == 200 // 22
+    deep = fixed.model_copy(update={"samples": 500})
+    assert next_batch_size([], deep, elapsed_s=0.0, sample_us=1.0, launches=20) == 200 // 22
+    assert next_batch_size([], deep, elapsed_s=0.0, sample_us=1.0, launches=50) == 3
 
 
 def test_noise_under_target_stops_and_the_budget_stops_the_rest():

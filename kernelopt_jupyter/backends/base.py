@@ -201,14 +201,15 @@ def enough_samples(samples: list[float], request: TimingProtocol, elapsed_s: flo
     return request.budget_s is None or elapsed_s >= request.budget_s
 
 
-def next_batch_size(samples: list[float], request: TimingProtocol, elapsed_s: float, sample_us: float) -> int:
+def next_batch_size(
+    samples: list[float], request: TimingProtocol, elapsed_s: float, sample_us: float, launches: int = 1
+) -> int:
     """How many samples to queue next: what the minimum count still lacks; past it, no more than
     the budget left can pay for (a 10 ms screen of a 1 ms kernel must not queue 25 more samples).
 
-    Each batch also stays well under the driver's launch-queue depth, or the host would block
-    behind a held stream.
+    Each batch also stays well under the driver's launch-queue depth (``launches`` per sample), or
+    the host would block behind a held stream.
     """
-    launches = request.launches_per_sample if request.mode == "back_to_back" else 1
     cap = max(1, 200 // (launches + 2))
     if len(samples) < request.samples:
         wanted = request.samples - len(samples)

@@ -9,9 +9,10 @@
   buffer twice the L2's size read (or written) between samples, outside the pair.
 * ``back_to_back``: one event pair around ``launches_per_sample`` launches; time per launch is the
   mean. ``graph``: the same launches captured once as a CUDA graph and replayed.
-* In the held modes, the ~2 µs an event pair adds to each sample (measured with an empty kernel,
-  :meth:`Timer.sample_overhead_us`) is taken off: without that, a cold 30 µs kernel read 9 % slow
-  against Nsight Compute.
+* Warm samples last ``sample_us`` (500 µs; at most 50 launches), so the ~2 µs an event pair adds
+  is buried. A cold sample is one launch after a flush: there that cost is measured with an empty
+  kernel (:meth:`Timer.sample_overhead_us`) and taken off; without that, a cold 30 µs copy read
+  9 % slow against Nsight Compute.
 * Before timing, persisting-L2 lines are reset and the persisting limit set to 0, so a candidate
   cannot pin its data in L2. The SM clock is read around the measurement (NVML) and samples taken
   under 75 % of the maximum are flagged. A few synchronous launches compare host wall time with the
@@ -44,7 +45,6 @@ _MAPPED = 0x02  # cudaHostAllocMapped
 _PERSISTING_L2_LIMIT = 0x06  # cudaLimitPersistingL2CacheSize
 THROTTLE_FRACTION = 0.75
 ColdFlush = Literal["write", "read"]
-TARGET_SAMPLE_US = 20.0
 MIN_SAMPLE_US = 0.01  # a sample never reads zero or less after the overhead is taken off
 _EMPTY_SOURCE = 'extern "C" __global__ void kernelopt_empty() {}'
 
@@ -133,7 +133,7 @@ class Timer:
         self.flush_buffer = cupy.full(max(2 * l2_bytes, 64 << 20), 0xA5, dtype=np.uint8)
         self._flush_sink = cupy.zeros((), dtype=np.uint64)
         self._l2_limit_set: bool | None = None
-        self._overheads: dict[tuple[str, str], float] = {}
+        self._overheads: dict[str, float] = {}
         self._empty: Any = None
 
     def reset_l2(self) -> bool:
@@ -198,33 +198,38 @@ class Timer:
     def sample_overhead_us(
         self, request: TimingProtocol, wait: Callable[[Any, float], None], timeout_s: float
     ) -> float:
-        """What one timed sample adds beyond its launches (µs), measured once per mode and cache.
+        """What one cold sample adds beyond its launch (µs), measured once per mode.
 
-        An event pair with one launch between costs about 2 µs more than that launch does amid
-        others (the stream restarts after each event), which is 7 % of a 30 µs kernel, and cold
-        samples hold one launch each. So an empty kernel is timed alone per sample, then 50 per
-        sample; the difference is subtracted from every sample of that mode. ``per_launch`` keeps
-        its overhead: it is there to show it.
+        After the flush, an event pair with one launch between costs about 2 µs more than that
+        launch does amid others: 7 % of a 30 µs kernel, and every cold sample is one launch. So an
+        empty kernel is timed alone after a flush, then 50 to a sample; the difference is taken
+        off every cold sample. Warm samples need no correction: they hold enough launches
+        (``sample_us``) to bury it, and there the cost hides behind the previous kernel anyway
+        (subtracting an empty kernel's figure made a 30 µs copy read 10 % fast). ``per_launch``
+        keeps its overhead: it is there to show it.
         """
-        if request.mode == "per_launch":
+        if request.mode == "per_launch" or request.cache != "cold":
             return 0.0
-        key = (request.mode, request.cache)
-        if key not in self._overheads:
+        if request.mode not in self._overheads:
             empty = self._empty_kernel()
 
             def run() -> None:
                 empty((1,), (1,), (), stream=self.stream)
 
-            single = TimingProtocol.fixed(5, 100, mode=request.mode, cache=request.cache, host_check=False)
-            many = TimingProtocol.fixed(5, 20, mode=request.mode, launches_per_sample=50, host_check=False)
+            single = TimingProtocol.fixed(5, 100, mode=request.mode, cache="cold", host_check=False)
+            many = TimingProtocol.fixed(5, 20, mode=request.mode, host_check=False)
             alone = self._sample(run, single, None, wait, timeout_s, 1, 0.0, [])
             amid = self._sample(run, many, None, wait, timeout_s, 50, 0.0, [])
-            self._overheads[key] = max(0.0, float(np.median(alone)) - float(np.median(amid)))
-        return self._overheads[key]
+            self._overheads[request.mode] = max(0.0, float(np.median(alone)) - float(np.median(amid)))
+        return self._overheads[request.mode]
 
     def _empty_kernel(self) -> Any:
+        """Compiled and loaded before any stream hold: loading a module waits for the device, and
+        the held stream would keep it waiting until the hold gave up (5 s)."""
         if self._empty is None:
             self._empty = cupy.RawKernel(_EMPTY_SOURCE, "kernelopt_empty")
+            self._empty((1,), (1,), (), stream=self.stream)
+            self.stream.synchronize()
         return self._empty
 
     def _sample(
@@ -245,7 +250,7 @@ class Timer:
         started = time.perf_counter()
         while not samples or not enough_samples(samples, request, time.perf_counter() - started):
             sample_us = float(np.mean(samples)) * per_sample if samples else 0.0
-            batch = next_batch_size(samples, request, time.perf_counter() - started, sample_us)
+            batch = next_batch_size(samples, request, time.perf_counter() - started, sample_us, per_sample)
             pairs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(batch)]
             if blocked:
                 self.hold.hold(self.stream)
@@ -298,12 +303,13 @@ class Timer:
 
     @staticmethod
     def _launches_per_sample(request: TimingProtocol, warm_us: float) -> int:
-        """Enough launches per event pair to make a sample ~20 µs; one when each sample must be cold."""
+        """Enough launches per event pair to make a sample ``sample_us`` long; one when each sample
+        must be cold."""
         if request.mode == "per_launch" or request.cache == "cold":
             return 1
         if request.launches_per_sample:
             return request.launches_per_sample
-        return int(min(50, max(1, round(TARGET_SAMPLE_US / max(warm_us, 0.1)))))
+        return int(min(50, max(1, round(request.sample_us / max(warm_us, 0.1)))))
 
     def host_time_per_launch(
         self, run: Callable[[], None], prepare: Callable[[], None] | None, count: int = 5

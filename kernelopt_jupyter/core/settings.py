@@ -32,7 +32,13 @@ class TimingProtocol(BaseModel):
     budget_s: float | None = Field(1.0, gt=0)
     target_cv: float | None = Field(0.005, gt=0)
     mode: Literal["per_launch", "back_to_back", "graph"] = "back_to_back"
-    launches_per_sample: int = Field(0, ge=0, description="0: enough launches for ~20 µs per sample")
+    launches_per_sample: int = Field(0, ge=0, description="0: enough launches for about sample_us")
+    sample_us: float = Field(
+        500.0,
+        gt=0,
+        description="a sample's length when launches_per_sample is 0 (at most 50 launches): long "
+        "enough that the ~2 µs an event pair adds is under 1 % of it",
+    )
     cache: Literal["warm", "cold"] = "warm"
     host_check: bool = Field(True, description="also time a few synchronous launches by the host clock")
 
