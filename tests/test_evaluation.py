@@ -188,3 +188,19 @@ def test_preload_sends_every_trial_the_settings_call_for(workload_dir):
         assert loaded == expected
         evaluator.evaluate(workload.kernel_code())
         assert evaluator._loaded == loaded, "a full evaluation needs nothing more"
+
+
+def test_a_profiled_worker_writes_its_profile_before_the_client_lets_it_go(
+    workload_dir, tmp_path, monkeypatch
+):
+    """KERNELOPT_WORKER_PROFILE (the benchmarks' aid): the profile is written before the shutdown
+    reply, since the client may kill the worker as soon as it has that reply."""
+    import pstats
+
+    monkeypatch.setenv("KERNELOPT_WORKER_PROFILE", str(tmp_path / "prof"))
+    workload = load_workload(workload_dir / "workload.yaml")
+    result = evaluate(workload, workload.kernel_code(), backend="cpu", settings=settings("cpu"))
+    assert result.status == Status.OK, result.message
+    (profile,) = (tmp_path / "prof").glob("worker-*.prof")
+    functions = {name for _file, _line, name in pstats.Stats(str(profile)).stats}  # type: ignore[attr-defined]
+    assert "op_run" in functions

@@ -42,7 +42,7 @@ def screen_protocol(full: TimingProtocol) -> TimingProtocol:
             "budget_s": 0.01,
             "target_cv": None,
             "host_check": False,
-            "sample_us": 20.0,  # an event pair's ~2 µs is the same for every screen: ranks stay fair
+            "sample_us": 20.0,  # short samples; an event pair's ~2 µs is well inside the finalist window
         }
     )
 
