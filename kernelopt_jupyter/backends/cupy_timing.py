@@ -134,7 +134,7 @@ class Timer:
         self._flush_sink = cupy.zeros((), dtype=np.uint64)
         self._l2_limit_set: bool | None = None
         self._overheads: dict[str, float] = {}
-        self._empty: Any = None
+        self._empty: Callable[[], None] | None = None
 
     def reset_l2(self) -> bool:
         if self._l2_limit_set is None:
@@ -211,11 +211,7 @@ class Timer:
         if request.mode == "per_launch" or request.cache != "cold":
             return 0.0
         if request.mode not in self._overheads:
-            empty = self._empty_kernel()
-
-            def run() -> None:
-                empty((1,), (1,), (), stream=self.stream)
-
+            run = self._empty_launch()
             single = TimingProtocol.fixed(5, 100, mode=request.mode, cache="cold", host_check=False)
             many = TimingProtocol.fixed(5, 20, mode=request.mode, host_check=False)
             alone = self._sample(run, single, None, wait, timeout_s, 1, 0.0, [])
@@ -223,13 +219,19 @@ class Timer:
             self._overheads[request.mode] = max(0.0, float(np.median(alone)) - float(np.median(amid)))
         return self._overheads[request.mode]
 
-    def _empty_kernel(self) -> Any:
-        """Compiled and loaded before any stream hold: loading a module waits for the device, and
-        the held stream would keep it waiting until the hold gave up (5 s)."""
+    def _empty_launch(self) -> Callable[[], None]:
+        """One launch of an empty kernel on the timing stream; compiled and loaded (by a first
+        launch) before any stream hold: loading a module waits for the device, and the held stream
+        would keep it waiting until the hold gave up (5 s)."""
         if self._empty is None:
-            self._empty = cupy.RawKernel(_EMPTY_SOURCE, "kernelopt_empty")
-            self._empty((1,), (1,), (), stream=self.stream)
+            kernel = cupy.RawKernel(_EMPTY_SOURCE, "kernelopt_empty")
+
+            def launch() -> None:
+                kernel((1,), (1,), (), stream=self.stream)
+
+            launch()
             self.stream.synchronize()
+            self._empty = launch
         return self._empty
 
     def _sample(

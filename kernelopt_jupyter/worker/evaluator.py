@@ -116,7 +116,7 @@ class Evaluator:
         for case in self.workload.cases:
             for trial in range(trials):
                 self.ensure_loaded(case, trial)
-        if self.settings.physics_floor:
+        if settings.physics_floor:
             _ = self.peaks
 
     def ensure_loaded(self, case: Case, trial: int) -> str:

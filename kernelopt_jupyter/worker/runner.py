@@ -97,6 +97,24 @@ class CaseRunner:
                 buffers[parameter.name] = self.xp.full(shape, poison_value(dtype), dtype=dtype)
         return buffers
 
+    def timing_buffers(self, case: LoadedCase) -> tuple[dict[str, Any], Callable[[], None] | None]:
+        """Fresh buffers for timing, and what restores their in/out parameters before each sample
+        (None when there are none), so repeated launches see valid data."""
+        buffers = self.fresh_buffers(case)
+        restore = [
+            (buffers[p.name], case.arrays[p.name])
+            for p in self.workload.signature
+            if p.is_pointer and p.role == "inout"
+        ]
+        if not restore:
+            return buffers, None
+
+        def prepare() -> None:
+            for target, source in restore:
+                target[...] = source
+
+        return buffers, prepare
+
     def kernel_arguments(self, case: LoadedCase, buffers: Mapping[str, Any]) -> list[Any]:
         arguments: list[Any] = []
         for parameter in self.workload.signature:
@@ -234,21 +252,11 @@ class CaseRunner:
     ) -> tuple[TimingStats, list[str], dict[str, float]]:
         case = request.trials[0]
         assert request.timing is not None
-        buffers = self.fresh_buffers(case)
-        restore = [
-            (buffers[p.name], case.arrays[p.name])
-            for p in self.workload.signature
-            if p.is_pointer and p.role == "inout"
-        ]
-
-        def prepare() -> None:
-            for target, source in restore:
-                target[...] = source
-
+        buffers, prepare = self.timing_buffers(case)
         samples = self.backend.time(
             lambda: invoke_for(case, buffers),
             request.timing,
-            prepare=prepare if restore else None,
+            prepare=prepare,
             timeout_s=request.launch_timeout_s,
         )
         stats = summarize(
@@ -307,21 +315,11 @@ def interleaved_timings(
         enough_samples(values, protocol, time.perf_counter() - started) for values in collected
     ):
         for index, invoke_for in enumerate(invokers):
-            buffers = runner.fresh_buffers(case)
-            restore = [
-                (buffers[p.name], case.arrays[p.name])
-                for p in runner.workload.signature
-                if p.is_pointer and p.role == "inout"
-            ]
-
-            def prepare(restore: list[tuple[Any, Any]] = restore) -> None:
-                for target, source in restore:
-                    target[...] = source
-
+            buffers, prepare = runner.timing_buffers(case)
             samples = runner.backend.time(
                 lambda invoke_for=invoke_for, buffers=buffers: invoke_for(case, buffers),
                 first if round_index == 0 else later,
-                prepare=prepare if restore else None,
+                prepare=prepare,
                 timeout_s=timeout_s,
             )
             collected[index].extend(samples.samples_us)
