@@ -2,9 +2,10 @@
 
     python benchmarks/timing_fidelity.py [--repeats 5]
 
-Copy kernels of about 3 µs, 30 µs, 300 µs and 3 ms (plus a no-op) are timed through the CUDA
-backend in each mode — back_to_back (the default), graph, per_launch (one event pair per launch,
-the seed-compatible mode) — warm and cold, and under ``ncu --clock-control none --metrics
+Copy kernels of about 3 µs, 30 µs, 300 µs and 3 ms (plus a no-op, and one of about 10 µs where
+``auto`` switches mode) are timed through the CUDA backend in each mode — auto (the default; the
+row names the mode it chose), back_to_back, graph, per_launch (one event pair per launch, the
+seed-compatible mode) — warm and cold, and under ``ncu --clock-control none --metrics
 gpu__time_duration.sum`` with ``--cache-control none`` (warm) and ``all`` (cold). Prints, per
 kernel, each median, its difference from ncu, and the spread of the median over the repeats.
 Two further rows per kernel: cold mode with the L2 evicted by *writing* (dirty lines the kernel
@@ -39,6 +40,7 @@ SOURCE = r"""
             y[i] = x[i] * 1.0001f; \
     }
 COPY(fidelity_3us)
+COPY(fidelity_10us)
 COPY(fidelity_30us)
 COPY(fidelity_300us)
 COPY(fidelity_3ms)
@@ -48,6 +50,7 @@ extern "C" __global__ void fidelity_noop(const float* x, float* y, long long n) 
 KERNELS = {
     "fidelity_noop": 1,
     "fidelity_3us": 1 << 20,
+    "fidelity_10us": 4 << 20,
     "fidelity_30us": 11 << 20,
     "fidelity_300us": 112 << 20,
     "fidelity_3ms": 1120 << 20,
@@ -142,14 +145,15 @@ def ours(repeats: int, cold_flush: str = "read") -> dict[tuple[str, str], list[f
     x = cupy.ones(largest, np.float32)
     y = cupy.empty_like(x)
     modes = {
-        "back_to_back warm": (TimingProtocol(), repeats),
-        "back_to_back cold": (TimingProtocol(cache="cold"), repeats),
+        "auto warm": (TimingProtocol(), repeats),
+        "auto cold": (TimingProtocol(cache="cold"), repeats),
+        "back_to_back warm": (TimingProtocol(mode="back_to_back"), 1),
         "graph warm": (TimingProtocol(mode="graph"), 1),
         "per_launch warm": (TimingProtocol(mode="per_launch"), 1),
-        "back_to_back warm, 20 µs samples": (TimingProtocol(sample_us=20.0), 1),
+        "back_to_back warm, 20 µs samples": (TimingProtocol(mode="back_to_back", sample_us=20.0), 1),
     }
     if cold_flush == "write":
-        modes = {"back_to_back cold, write flush": (TimingProtocol(cache="cold"), repeats)}
+        modes = {"auto cold, write flush": (TimingProtocol(cache="cold"), repeats)}
     results: dict[tuple[str, str], list[float]] = {}
     overheads: dict[str, float] = {}
     for name, n in KERNELS.items():
@@ -161,11 +165,12 @@ def ours(repeats: int, cold_flush: str = "read") -> dict[tuple[str, str], list[f
                 samples = backend.time(
                     lambda k=kernel, d=dims, a=arguments: backend.launch(k, d, a), protocol
                 )
-                results.setdefault((name, mode), []).append(float(np.median(samples.samples_us)))
-                overheads[mode] = samples.overhead_us
+                shown = f"{mode} = {samples.mode}" if mode.startswith("auto") else mode
+                results.setdefault((name, shown), []).append(float(np.median(samples.samples_us)))
+                overheads[shown] = samples.overhead_us
     print(
         f"per-sample overhead taken off ({cold_flush} flush): "
-        + ", ".join(f"{mode} {us:.2f} µs" for mode, us in overheads.items())
+        + ", ".join(f"{mode} {us:.2f} µs" for mode, us in overheads.items() if us)
     )
     backend.close()
     return results
@@ -226,7 +231,7 @@ def main() -> None:
     measured.update(ours(args.repeats, cold_flush="write"))
     measured.update(isolated())
     truth = {"warm": ncu_durations("none"), "cold": ncu_durations("all")}
-    print(f"{'kernel':<16}{'mode':<34}{'ours µs':>10}{'ncu µs':>10}{'diff %':>8}{'spread %':>10}")
+    print(f"{'kernel':<16}{'mode':<40}{'ours µs':>10}{'ncu µs':>10}{'diff %':>8}{'spread %':>10}")
     kernel_order = list(KERNELS)
     for (name, mode), medians in sorted(measured.items(), key=lambda item: kernel_order.index(item[0][0])):
         cache = "cold" if "cold" in mode else "warm"
@@ -235,7 +240,7 @@ def main() -> None:
         diff = f"{100 * (median / reference - 1):+8.1f}" if reference else f"{'-':>8}"
         spread = f"{100 * (max(medians) - min(medians)) / median:10.2f}" if len(medians) > 1 else f"{'-':>10}"
         shown = f"{reference:10.2f}" if reference else f"{'-':>10}"
-        print(f"{name:<16}{mode:<34}{median:>10.2f}{shown}{diff}{spread}")
+        print(f"{name:<16}{mode:<40}{median:>10.2f}{shown}{diff}{spread}")
     print(f"spread: (max - min) of {args.repeats} medians over their median")
     print(f"ncu: median of {NCU_LAUNCHES} launches, clock control none; warm/cold = cache control none/all")
 

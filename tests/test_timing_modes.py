@@ -47,29 +47,35 @@ def test_cold_cache_is_not_faster_than_warm(workload_dir):
     assert cold.median_us >= 0.9 * warm.median_us
 
 
+def copy_launch(backend, n: int):
+    """One launch of a copy of ``n`` floats on the backend's stream, as a callable."""
+    import cupy
+    import numpy as np
+
+    from kernelopt_jupyter.backends.base import CompileRequest
+    from kernelopt_jupyter.core.launch import LaunchDims
+
+    source = r"""extern "C" __global__ void copy(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }"""
+    x, y = cupy.ones(n, np.float32), cupy.empty(n, np.float32)
+    kernel = backend.compile(CompileRequest(source, "copy"))
+    dims = LaunchDims((-(-n // 256), 1, 1), (256, 1, 1), 0)
+    arguments = (x, y, np.int32(n))
+    return lambda: backend.launch(kernel, dims, arguments)
+
+
 def test_read_flush_evicts_the_l2_like_the_write_flush():
     """Both ways of evicting the L2 make a small, cache-resident copy slower than warm timing."""
     import cupy
     import numpy as np
 
-    from kernelopt_jupyter.backends.base import CompileRequest
     from kernelopt_jupyter.backends.cupy_backend import CupyBackend
-    from kernelopt_jupyter.core.launch import LaunchDims
 
-    source = r"""extern "C" __global__ void copy(const float* x, float* y, int n) {
-        int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }"""
     n = 1 << 22  # 32 MiB moved: inside the L2 when warm
     medians = {}
     for flush in ("write", "read"):
         backend = CupyBackend(cold_flush=flush)
-        x, y = cupy.ones(n, np.float32), cupy.empty(n, np.float32)
-        kernel = backend.compile(CompileRequest(source, "copy"))
-        dims = LaunchDims((n // 256, 1, 1), (256, 1, 1), 0)
-        arguments = (x, y, np.int32(n))
-
-        def launch(backend=backend, kernel=kernel, dims=dims, arguments=arguments) -> None:
-            backend.launch(kernel, dims, arguments)
-
+        launch = copy_launch(backend, n)
         for cache in ("warm", "cold"):
             samples = backend.time(launch, TimingProtocol.fixed(3, 30, cache=cache))
             medians[flush, cache] = float(np.median(samples.samples_us))
@@ -102,3 +108,44 @@ def test_the_event_overhead_is_measured_small_and_taken_off_cold_samples_only():
     assert per_launch.overhead_us == 0.0
     assert 0.1 < float(np.median(cold.samples_us)) < 10.0, cold.samples_us[:5]
     assert not [flag for flag in cold.flags if "hold" in flag], cold.flags
+
+
+def test_auto_replays_a_graph_for_long_kernels_and_launches_short_ones_back_to_back():
+    from kernelopt_jupyter.backends.cupy_backend import CupyBackend
+
+    backend = CupyBackend()
+    long = backend.time(copy_launch(backend, 1 << 24), TimingProtocol.fixed(3, 20))  # 128 MiB: ~50 µs
+    short = backend.time(copy_launch(backend, 1 << 14), TimingProtocol.fixed(3, 20))
+    cold = backend.time(copy_launch(backend, 1 << 24), TimingProtocol.fixed(3, 20, cache="cold"))
+    backend.close()
+    assert long.mode == "graph" and min(long.samples_us) > 10.0, (long.mode, long.samples_us[:3])
+    assert short.mode == "back_to_back" and max(short.samples_us) < 10.0, short.samples_us[:3]
+    assert cold.mode == "back_to_back" and cold.launches_per_sample == 1
+    assert not long.flags and not short.flags, (long.flags, short.flags)
+
+
+def test_auto_falls_back_to_back_to_back_when_the_launches_cannot_be_captured():
+    """A call that queries its stream works in a plain batch but breaks a capture: ``auto`` times
+    it back to back and says so; ``graph`` asked by name keeps the error; the stream is left ready
+    for the next capture either way."""
+    import cupy
+
+    from kernelopt_jupyter.backends.cupy_backend import CupyBackend
+
+    backend = CupyBackend()
+    copy = copy_launch(backend, 1 << 24)
+
+    def copy_and_query() -> None:
+        copy()
+        backend.stream.done  # noqa: B018 - cudaStreamQuery, which no capture may hold
+
+    fallback = backend.time(copy_and_query, TimingProtocol.fixed(3, 20))
+    with pytest.raises((cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError)):
+        backend.time(copy_and_query, TimingProtocol.fixed(3, 20, mode="graph"))
+    assert not backend.stream.is_capturing()
+    after = backend.time(copy, TimingProtocol.fixed(3, 20))
+    backend.close()
+    assert fallback.mode == "back_to_back", fallback.mode
+    assert any("could not be captured" in flag for flag in fallback.flags), fallback.flags
+    assert min(fallback.samples_us) > 10.0
+    assert after.mode == "graph" and not after.flags, (after.mode, after.flags)

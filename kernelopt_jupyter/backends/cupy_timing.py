@@ -8,7 +8,9 @@
 * ``per_launch``: one event pair around each launch, in-out buffers restored and (cold mode) a
   buffer twice the L2's size read (or written) between samples, outside the pair.
 * ``back_to_back``: one event pair around ``launches_per_sample`` launches; time per launch is the
-  mean. ``graph``: the same launches captured once as a CUDA graph and replayed.
+  mean. ``graph``: the same launches captured once as a CUDA graph and replayed. ``auto`` (the
+  default) is graph for kernels of 10 µs and more, back-to-back below and for cold samples
+  (:func:`.base.resolve_mode` says why); the timing records the mode used.
 * Warm samples last ``sample_us`` (500 µs; at most 50 launches), so the ~2 µs an event pair adds
   is buried. A cold sample is one launch after a flush: there that cost is measured with an empty
   kernel (:meth:`Timer.sample_overhead_us`) and taken off; without that, a cold 30 µs copy read
@@ -31,7 +33,7 @@ import cupy
 import numpy as np
 
 from ..core.settings import TimingProtocol
-from .base import TimingSamples, enough_samples, next_batch_size
+from .base import TimingSamples, enough_samples, next_batch_size, resolve_mode
 
 _BLOCKER_SOURCE = r"""
 extern "C" __global__ void kernelopt_hold_stream(volatile int* flag, long long timeout_cycles) {
@@ -169,16 +171,25 @@ class Timer:
         if not self.reset_l2():
             flags.append("persisting L2 could not be reset")
         phases["l2 reset"] = time.perf_counter() - mark
+        asked = request.mode
+        if request.cache == "cold":
+            request = request.model_copy(update={"mode": resolve_mode(request, None)})
         overhead_us = self.sample_overhead_us(request, wait, timeout_s)
         mark = time.perf_counter()
         warm_us = self._warm_up(run, request, prepare, wait, timeout_s)
         phases["warm-up"] = time.perf_counter() - mark
+        request = request.model_copy(update={"mode": resolve_mode(request, warm_us)})
         per_sample = self._launches_per_sample(request, warm_us)
+        graph = None
+        if request.mode == "graph":
+            mark = time.perf_counter()
+            graph, request = self._graph_or_fallback(run, per_sample, request, asked, flags)
+            phases["graph capture"] = time.perf_counter() - mark
         mark = time.perf_counter()
         clock_start = self.clocks.sm_mhz()
         phases["clock readings"] = time.perf_counter() - mark
         started = time.perf_counter()
-        samples = self._sample(run, request, prepare, wait, timeout_s, per_sample, overhead_us, flags)
+        samples = self._sample(run, request, prepare, wait, timeout_s, per_sample, overhead_us, flags, graph)
         phases["sampling"] = time.perf_counter() - started
         clock_end = self.clocks.sm_mhz()
         flags.extend(self._clock_flags(clock_start, clock_end))
@@ -244,9 +255,12 @@ class Timer:
         per_sample: int,
         overhead_us: float,
         flags: list[str],
+        graph: Any = None,
     ) -> list[float]:
-        """The sampling loop: batches of event pairs queued behind the stream hold."""
-        graph = self._capture(run, per_sample) if request.mode == "graph" else None
+        """The sampling loop: batches of event pairs queued behind the stream hold. In graph mode
+        each sample replays ``graph`` (captured here when not given)."""
+        if graph is None and request.mode == "graph":
+            graph = self._capture(run, per_sample)
         blocked = request.mode != "per_launch"
         samples: list[float] = []
         started = time.perf_counter()
@@ -329,14 +343,39 @@ class Timer:
         return total / count * 1e6
 
     def _capture(self, run: Callable[[], None], launches: int) -> Any:
+        """``launches`` calls of ``run`` captured as one CUDA graph, uploaded to the device. If a
+        call fails, the capture is ended (its error set aside) before the call's error goes up,
+        so the stream is never left capturing."""
         self.stream.begin_capture()
         try:
             for _ in range(launches):
                 run()
-        finally:
-            graph = self.stream.end_capture()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.stream.end_capture()
+            raise
+        graph = self.stream.end_capture()
         graph.upload(self.stream)
         return graph
+
+    def _graph_or_fallback(
+        self, run: Callable[[], None], launches: int, request: TimingProtocol, asked: str, flags: list[str]
+    ) -> tuple[Any, TimingProtocol]:
+        """The graph to replay, or, when ``auto`` chose graph and the launches cannot be captured
+        (a call that synchronizes, or one the driver will not record), none and the request
+        switched to back-to-back, with a flag that says so. Any failure counts: whatever it is,
+        the launches run fine outside a capture (the warm-up just ran them). Asked for by name,
+        graph mode keeps the error."""
+        try:
+            return self._capture(run, launches), request
+        except Exception as exc:
+            if asked == "graph":
+                raise
+            flags.append(
+                f"the launches could not be captured as a CUDA graph ({type(exc).__name__}); "
+                "timed back to back"
+            )
+            return None, request.model_copy(update={"mode": "back_to_back"})
 
     def _clock_flags(self, start: float | None, end: float | None) -> list[str]:
         maximum = self.clocks.max_mhz

@@ -59,12 +59,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     timing.add_argument(
         "--mode",
-        choices=["back_to_back", "graph", "per_launch"],
-        default="back_to_back",
-        help="back_to_back and graph keep launch overhead out; per_launch = one event pair per launch",
+        choices=["auto", "back_to_back", "graph", "per_launch"],
+        default="auto",
+        help="back_to_back and graph keep launch overhead out; auto = graph for kernels of 10 µs "
+        "and more, back_to_back below; per_launch = one event pair per launch",
     )
     timing.add_argument(
-        "--cold", action="store_true", help="overwrite an L2-sized buffer before every sample"
+        "--cold", action="store_true", help="evict the L2 (read a buffer twice its size) before every sample"
     )
     timing.add_argument(
         "--seed-compatible",

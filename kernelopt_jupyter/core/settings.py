@@ -1,10 +1,11 @@
 """Evaluation settings: how candidates are validated and timed. Saved with every run.
 
 The defaults are the honest ones (``docs/validation.md``): two validation trials on fresh inputs,
-a repeat run that must agree, re-validation after timing, back-to-back launches so launch
-overhead stays out, at least 10 warm-up + 100 measured launches, and sampling on until the noise
-is under 0.5 % or a second per case is spent. ``TimingProtocol.seed_compatible()`` gives the
-original tool's protocol (one event pair per launch, exactly 100 samples) for comparisons.
+a repeat run that must agree, re-validation after timing, launch overhead kept out (a replayed
+CUDA graph for kernels of 10 µs and more, back-to-back launches below), at least 10 warm-up + 100
+measured launches, and sampling on until the noise is under 0.5 % or a second per case is spent.
+``TimingProtocol.seed_compatible()`` gives the original tool's protocol (one event pair per
+launch, exactly 100 samples) for comparisons.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ class TimingProtocol(BaseModel):
     """How one performance case is timed.
 
     ``mode``: ``per_launch`` brackets every launch with its own clock readings (seed-compatible);
-    other modes are backend-specific ways to keep launch overhead out of the numbers. Sampling takes
+    other modes are backend-specific ways to keep launch overhead out of the numbers; ``auto``
+    lets the backend pick the one that agrees best with hardware counters for the kernel's length
+    (the mode it used is recorded with every timing). Sampling takes
     at least ``samples``; with ``budget_s`` or ``target_cv`` it may stop later (up to
     ``max_samples``) once the noise is low enough or the time budget is spent.
     """
@@ -31,7 +34,7 @@ class TimingProtocol(BaseModel):
     max_samples: int = Field(100_000, ge=1)
     budget_s: float | None = Field(1.0, gt=0)
     target_cv: float | None = Field(0.005, gt=0)
-    mode: Literal["per_launch", "back_to_back", "graph"] = "back_to_back"
+    mode: Literal["auto", "per_launch", "back_to_back", "graph"] = "auto"
     launches_per_sample: int = Field(0, ge=0, description="0: enough launches for about sample_us")
     sample_us: float = Field(
         500.0,

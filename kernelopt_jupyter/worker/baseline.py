@@ -2,7 +2,8 @@
 
 A baseline is trusted library code, but it is held to the same rules as a kernel so that its
 numbers are comparable and its outputs honest: it gets private input copies and poisoned outputs,
-and a returned array must be a new array — not an input, and not one it returned before.
+and a returned array must be a new array — not an input, and not one it returned before. It is
+never timed as a replayed CUDA graph unless asked by name (:func:`baseline_protocol`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,17 @@ from typing import Any
 
 from ..core.reference import outputs_by_name
 from ..core.results import Status
+from ..core.settings import TimingProtocol
 from .runner import CaseFailed, CaseRunner, LoadedCase
+
+
+def baseline_protocol(timing: TimingProtocol | None) -> TimingProtocol | None:
+    """``auto`` timing means back-to-back for a baseline: Python code allocates its results from a
+    memory pool, and a graph captured around it would keep writing, at every replay, into blocks
+    the pool has handed out again since."""
+    if timing is None or timing.mode != "auto":
+        return timing
+    return timing.model_copy(update={"mode": "back_to_back"})
 
 
 def baseline_invoker(

@@ -295,6 +295,9 @@ def interleaved_timings(
 
     At least ``rounds`` rounds; after that, rounds go on until every kernel's samples meet the
     protocol's stop rule (noise under target, or its time budget, shared by all the kernels).
+    Every kernel is timed in one mode: ``auto`` is settled by the first round, and when it settles
+    differently for different kernels (one near the graph threshold, or one that cannot be
+    captured), that round is done again back to back.
     """
     per_round = max(10, protocol.samples // rounds)
     first = protocol.model_copy(
@@ -324,6 +327,13 @@ def interleaved_timings(
             )
             collected[index].extend(samples.samples_us)
             modes[index] = samples
+        if protocol.mode == "auto":
+            used = {s.mode for s in modes}
+            pinned = next(iter(used)) if len(used) == 1 else "back_to_back"
+            protocol, first, later = (p.model_copy(update={"mode": pinned}) for p in (protocol, first, later))
+            if len(used) > 1:
+                collected = [[] for _ in invokers]
+                continue
         round_index += 1
     return [
         summarize(

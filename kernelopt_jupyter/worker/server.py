@@ -29,7 +29,7 @@ from ..core.physics import cached_peaks, remember_peaks
 from ..core.results import Status
 from ..core.settings import TimingProtocol
 from ..core.workload import Tolerance, Workload
-from .baseline import baseline_invoker
+from .baseline import baseline_invoker, baseline_protocol
 from .protocol import ConnectionClosed, read_message, write_message
 from .runner import CaseRunner, LoadedCase, RunRequest, interleaved_timings, kernel_invoker
 
@@ -149,6 +149,7 @@ class Worker:
         runner, request = self._run_request(message)
         assert self.workload is not None and self.workload.baseline is not None
         function = resolve_callable(self.workload.baseline.python, self.workload.base_dir)
+        request.timing = baseline_protocol(request.timing)
         return runner.run(request, baseline_invoker(runner, function)).model_dump(mode="json")
 
     def op_outputs(self, message: dict[str, Any]) -> Any:
