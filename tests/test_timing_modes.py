@@ -149,3 +149,37 @@ def test_auto_falls_back_to_back_to_back_when_the_launches_cannot_be_captured():
     assert any("could not be captured" in flag for flag in fallback.flags), fallback.flags
     assert min(fallback.samples_us) > 10.0
     assert after.mode == "graph" and not after.flags, (after.mode, after.flags)
+
+
+def test_modules_loading_on_other_threads_never_stall_a_held_stream():
+    """A sweep compiles and loads modules on worker threads while the timing thread holds its
+    stream. A load may wait for the device to go quiet, which a held stream never does until the
+    hold gives up (5 s): a load and a hold must never overlap."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kernelopt_jupyter.backends.base import CompileRequest
+    from kernelopt_jupyter.backends.cupy_backend import CupyBackend
+
+    backend = CupyBackend()
+    copy = copy_launch(backend, 1 << 20)
+    source = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] += VALUE; }'
+
+    def compile_all() -> None:  # four at a time, so the compile process pool starts too
+        with ThreadPoolExecutor(4) as pool:
+            requests = [CompileRequest(source, "k", defines={"VALUE": f"{v}.5f"}) for v in range(32)]
+            list(pool.map(backend.compile, requests))
+
+    compiling = threading.Thread(target=compile_all)
+    compiling.start()
+    slowest, flags = 0.0, []
+    while compiling.is_alive():
+        started = time.perf_counter()
+        timing = backend.time(copy, TimingProtocol.fixed(3, 20, host_check=False))
+        slowest = max(slowest, time.perf_counter() - started)
+        flags += timing.flags
+    compiling.join()
+    backend.close()
+    assert slowest < 2.0, f"one timing took {slowest:.1f} s: a hold waited for a module load"
+    assert not flags, flags

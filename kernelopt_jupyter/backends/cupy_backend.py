@@ -23,7 +23,7 @@ from ..core.results import DeviceInfo, KernelAttributes, Status
 from ..core.settings import TimingProtocol
 from ..core.tuning_space import define_options
 from .base import Backend, CompiledKernel, CompileFailed, CompileRequest, LaunchFailed, TimingSamples
-from .cupy_timing import Clocks, ColdFlush, StreamHold, Timer
+from .cupy_timing import HOLD_LOCK, Clocks, ColdFlush, StreamHold, Timer
 from .nvrtc_pool import CompilePool
 
 # CUDA error codes (identical in the runtime and driver APIs for these values).
@@ -128,8 +128,11 @@ class CupyBackend(Backend):
         log = io.StringIO()
         try:
             module = cupy.RawModule(code=code, options=options, name_expressions=[request.entry])
-            module.compile(log_stream=log)
-            return module, module.get_function(request.entry), log.getvalue()
+            with HOLD_LOCK:  # compiles and loads; a load must not meet a held stream
+                module.compile(log_stream=log)
+                kernel = module.get_function(request.entry)
+                kernel.num_regs  # noqa: B018 - a first attribute query may load the function itself
+            return module, kernel, log.getvalue()
         except cupy.cuda.compiler.CompileException as exc:
             raise CompileFailed(_tidy_log(exc.get_message()), _since(started)) from None
         except cupy.cuda.driver.CUDADriverError as exc:  # the entry point is not in the module
@@ -143,9 +146,11 @@ class CupyBackend(Backend):
         compiled = self._pool.compile(code, (*options, "-ftz=true"), [request.entry], self._arch)
         if compiled.cubin is None:
             raise CompileFailed(_tidy_log(compiled.log), _since(started))
-        module = cupy.RawModule(path=self._pool.cubin_path(compiled.cubin))
         try:
-            kernel = module.get_function(compiled.mapping.get(request.entry, request.entry))
+            with HOLD_LOCK:  # the load; it must not meet a held stream
+                module = cupy.RawModule(path=self._pool.cubin_path(compiled.cubin))
+                kernel = module.get_function(compiled.mapping.get(request.entry, request.entry))
+                kernel.num_regs  # noqa: B018 - a first attribute query may load the function itself
         except cupy.cuda.driver.CUDADriverError as exc:
             raise CompileFailed(f"{request.filename}: {exc}", _since(started)) from None
         return module, kernel, compiled.log

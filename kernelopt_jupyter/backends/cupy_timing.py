@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import cupy
@@ -49,6 +50,12 @@ THROTTLE_FRACTION = 0.75
 ColdFlush = Literal["write", "read"]
 MIN_SAMPLE_US = 0.01  # a sample never reads zero or less after the overhead is taken off
 _EMPTY_SOURCE = 'extern "C" __global__ void kernelopt_empty() {}'
+HOLD_LOCK = threading.Lock()
+"""Taken for as long as a stream is held, and by every module load (``CupyBackend.compile``).
+Loading a module may wait for the device to go quiet (CUDA's lazy-loading notes warn of exactly
+this with spinning kernels), and a compile thread's load waits while holding the context: the
+timing thread can then queue nothing more, never releases the hold, and it gives up after 5 s.
+Seen in an SGEMM sweep: three such stalls turned a 5 s sweep into 21 s."""
 
 
 class StreamHold:
@@ -60,7 +67,19 @@ class StreamHold:
         self.flag = (ctypes.c_int * 2).from_address(self.host)
         self.timeout_cycles = np.int64(int((clock_mhz or 2000) * 1e6 * 5))  # about five seconds
 
+    @contextlib.contextmanager
+    def held(self, stream: Any) -> Iterator[None]:
+        """Hold ``stream`` while the body queues work behind it; released however the body ends,
+        and no module loads meanwhile (:data:`HOLD_LOCK`)."""
+        with HOLD_LOCK:
+            self.hold(stream)
+            try:
+                yield
+            finally:
+                self.release()
+
     def hold(self, stream: Any) -> None:
+        """Start holding; prefer :meth:`held`, which also keeps module loads out."""
         self.flag[0] = 0
         self.flag[1] = 0
         self.kernel((1,), (1,), (np.intp(self.host), self.timeout_cycles), stream=stream)
@@ -134,6 +153,8 @@ class Timer:
         self.cold_flush = cold_flush
         self.flush_buffer = cupy.full(max(2 * l2_bytes, 64 << 20), 0xA5, dtype=np.uint8)
         self._flush_sink = cupy.zeros((), dtype=np.uint64)
+        self.flush()  # loads the flush's kernel now: a first load behind a stream hold would stall
+        stream.synchronize()
         self._l2_limit_set: bool | None = None
         self._overheads: dict[str, float] = {}
         self._empty: Callable[[], None] | None = None
@@ -268,22 +289,19 @@ class Timer:
             sample_us = float(np.mean(samples)) * per_sample if samples else 0.0
             batch = next_batch_size(samples, request, time.perf_counter() - started, sample_us, per_sample)
             pairs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(batch)]
-            if blocked:
-                self.hold.hold(self.stream)
-            for start, end in pairs:
-                if prepare:
-                    prepare()
-                if request.cache == "cold":
-                    self.flush()
-                start.record(self.stream)
-                if graph is not None:
-                    graph.launch(self.stream)
-                else:
-                    for _ in range(per_sample):
-                        run()
-                end.record(self.stream)
-            if blocked:
-                self.hold.release()
+            with self.hold.held(self.stream) if blocked else contextlib.nullcontext():
+                for start, end in pairs:
+                    if prepare:
+                        prepare()
+                    if request.cache == "cold":
+                        self.flush()
+                    start.record(self.stream)
+                    if graph is not None:
+                        graph.launch(self.stream)
+                    else:
+                        for _ in range(per_sample):
+                            run()
+                    end.record(self.stream)
             wait(pairs[-1][1], timeout_s * batch * per_sample + 5.0)
             if blocked and self.hold.timed_out():
                 flags.append("the stream hold timed out; a batch ran while still being queued")
@@ -304,16 +322,13 @@ class Timer:
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         count = max(1, request.warmup)
         held = request.mode != "per_launch" and count <= 100
-        if held:
-            self.hold.hold(self.stream)
-        start.record(self.stream)
-        for _ in range(count):
-            if prepare:
-                prepare()
-            run()
-        end.record(self.stream)
-        if held:
-            self.hold.release()
+        with self.hold.held(self.stream) if held else contextlib.nullcontext():
+            start.record(self.stream)
+            for _ in range(count):
+                if prepare:
+                    prepare()
+                run()
+            end.record(self.stream)
         wait(end, timeout_s * count)
         return cupy.cuda.get_elapsed_time(start, end) * 1000.0 / count
 
