@@ -78,6 +78,22 @@ def run_kernelopt(
     }
 
 
+def pad_short_device_uuid(cupy) -> None:
+    """Kernel Tuner 1.5.0 records the device UUID from CuPy's property dict and fails ("bytes is
+    not a 16-char string") when it is shorter than 16 bytes, as it was on one H200 of the pool (a
+    UUID with a zero byte, cut there when the C array became bytes). It is only metadata: pad it."""
+    original = cupy.cuda.runtime.getDeviceProperties
+
+    def padded(device: int) -> dict:
+        properties = dict(original(device))
+        uuid = properties.get("uuid")
+        if isinstance(uuid, bytes) and len(uuid) < 16:
+            properties["uuid"] = uuid.ljust(16, b"\0")
+        return properties
+
+    cupy.cuda.runtime.getDeviceProperties = padded
+
+
 def run_kernel_tuner(workload, max_configs: int | None) -> dict | None:
     try:
         import kernel_tuner
@@ -85,6 +101,7 @@ def run_kernel_tuner(workload, max_configs: int | None) -> dict | None:
         return None
     import cupy
 
+    pad_short_device_uuid(cupy)
     fresh_cupy_cache()
     case = workload.cases[0]
     m, n, k = case.sizes["M"], case.sizes["N"], case.sizes["K"]

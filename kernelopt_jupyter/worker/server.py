@@ -50,7 +50,7 @@ class Worker:
         info = self.backend.device_info()
         if info.emulated:  # cheap to measure, and the host's load changes: never cached
             return self.backend.measure_peaks().model_dump()
-        key = f"v2:{info.backend}:{info.name}:{info.compute_capability}"
+        key = f"v3:{info.backend}:{info.name}:{info.compute_capability}"
         peaks = cached_peaks(key)
         if peaks is None:
             peaks = self.backend.measure_peaks()
