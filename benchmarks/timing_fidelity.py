@@ -187,7 +187,7 @@ def isolated(samples: int = 50, idle_s: float = 200e-6) -> dict[tuple[str, str],
 
     from kernelopt_jupyter.backends.base import CompileRequest
     from kernelopt_jupyter.backends.cupy_backend import CupyBackend
-    from kernelopt_jupyter.backends.cupy_timing import StreamHold
+    from kernelopt_jupyter.backends.stream_hold import StreamHold
     from kernelopt_jupyter.core.launch import LaunchDims
 
     backend = CupyBackend()

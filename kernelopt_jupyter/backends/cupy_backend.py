@@ -8,7 +8,6 @@ so the worker is replaced; a configuration the device refuses is ``invalid``.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -23,8 +22,9 @@ from ..core.results import DeviceInfo, KernelAttributes, Status
 from ..core.settings import TimingProtocol
 from ..core.tuning_space import define_options
 from .base import Backend, CompiledKernel, CompileFailed, CompileRequest, LaunchFailed, TimingSamples
-from .cupy_timing import HOLD_LOCK, Clocks, ColdFlush, StreamHold, Timer
-from .nvrtc_pool import CompilePool
+from .cupy_timing import Clocks, ColdFlush, Timer
+from .nvrtc_pool import Compiled, CompilePool, nvrtc_compile
+from .stream_hold import HOLD_LOCK, StreamHold
 
 # CUDA error codes (identical in the runtime and driver APIs for these values).
 _NOT_READY = 600
@@ -114,14 +114,17 @@ class CupyBackend(Backend):
         options += [option for option in request.options if option not in options]
         code = f'#line 1 "{request.filename}"\n{request.source}'
         started = time.perf_counter()
+        # RawModule's own -ftz=true, said here since NVRTC is called bare, so numerics stay the same.
+        flags = (*options, "-ftz=true")
         in_pool = self._pool.enter()
         try:
             if in_pool:
-                module, kernel, log = self._compile_in_pool(request, code, tuple(options))
+                compiled = self._pool.compile(code, flags, [request.entry], self._arch)
             else:
-                module, kernel, log = self._compile_here(request, code, tuple(options))
+                compiled = nvrtc_compile(code, flags, [request.entry], self._arch)
         finally:
             self._pool.leave()
+        module, kernel = self._load(request, compiled, started)
         attributes = KernelAttributes(
             registers=kernel.num_regs,
             static_shared_bytes=kernel.shared_size_bytes,
@@ -132,43 +135,22 @@ class CupyBackend(Backend):
             binary_version=kernel.binary_version,
         )
         elapsed = time.perf_counter() - started
-        return CompiledKernel(request.entry, (module, kernel), attributes, _tidy_log(log), elapsed)
+        return CompiledKernel(request.entry, (module, kernel), attributes, _tidy_log(compiled.log), elapsed)
 
-    def _compile_here(
-        self, request: CompileRequest, code: str, options: tuple[str, ...]
-    ) -> tuple[Any, Any, str]:
-        """NVRTC through ``cupy.RawModule`` in this process. The entry is always given as a name
-        expression, so C++-mangled kernels resolve as well as ``extern "C"`` ones."""
-        started = time.perf_counter()
-        log = io.StringIO()
-        try:
-            module = cupy.RawModule(code=code, options=options, name_expressions=[request.entry])
-            with HOLD_LOCK:  # compiles and loads; a load must not meet a held stream
-                module.compile(log_stream=log)
-                kernel = module.get_function(request.entry)
-                kernel.num_regs  # noqa: B018 - a first attribute query may load the function itself
-            return module, kernel, log.getvalue()
-        except cupy.cuda.compiler.CompileException as exc:
-            raise CompileFailed(_tidy_log(exc.get_message()), _since(started)) from None
-        except cupy.cuda.driver.CUDADriverError as exc:  # the entry point is not in the module
-            raise CompileFailed(f"{request.filename}: {exc}", _since(started)) from None
-
-    def _compile_in_pool(
-        self, request: CompileRequest, code: str, options: tuple[str, ...]
-    ) -> tuple[Any, Any, str]:
-        started = time.perf_counter()
-        # RawModule adds -ftz=true itself; the pool compiles bare NVRTC, so say it to keep numerics equal.
-        compiled = self._pool.compile(code, (*options, "-ftz=true"), [request.entry], self._arch)
+    def _load(self, request: CompileRequest, compiled: Compiled, started: float) -> tuple[Any, Any]:
+        """Load a compiled module on this context. NVRTC ran without the device (here or in the
+        compile pool); only this load takes :data:`HOLD_LOCK`, so it never meets a held stream and
+        compiles never wait for timing, nor timing for compiles."""
         if compiled.cubin is None:
             raise CompileFailed(_tidy_log(compiled.log), _since(started))
         try:
-            with HOLD_LOCK:  # the load; it must not meet a held stream
+            with HOLD_LOCK:
                 module = cupy.RawModule(path=self._pool.cubin_path(compiled.cubin))
                 kernel = module.get_function(compiled.mapping.get(request.entry, request.entry))
                 kernel.num_regs  # noqa: B018 - a first attribute query may load the function itself
-        except cupy.cuda.driver.CUDADriverError as exc:
+        except cupy.cuda.driver.CUDADriverError as exc:  # the entry point is not in the module
             raise CompileFailed(f"{request.filename}: {exc}", _since(started)) from None
-        return module, kernel, compiled.log
+        return module, kernel
 
     # --- launch -------------------------------------------------------------------------------------------
     def launch(self, kernel: CompiledKernel, dims: LaunchDims, args: Sequence[Any]) -> None:

@@ -24,10 +24,8 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Literal
 
 import cupy
@@ -35,65 +33,13 @@ import numpy as np
 
 from ..core.settings import TimingProtocol
 from .base import TimingSamples, enough_samples, next_batch_size, resolve_mode
+from .stream_hold import StreamHold
 
-_BLOCKER_SOURCE = r"""
-extern "C" __global__ void kernelopt_hold_stream(volatile int* flag, long long timeout_cycles) {
-    long long start = clock64();
-    while (flag[0] == 0) {
-        if (clock64() - start > timeout_cycles) { flag[1] = 1; return; }
-    }
-}
-"""
-_MAPPED = 0x02  # cudaHostAllocMapped
 _PERSISTING_L2_LIMIT = 0x06  # cudaLimitPersistingL2CacheSize
 THROTTLE_FRACTION = 0.75
 ColdFlush = Literal["write", "read"]
 MIN_SAMPLE_US = 0.01  # a sample never reads zero or less after the overhead is taken off
 _EMPTY_SOURCE = 'extern "C" __global__ void kernelopt_empty() {}'
-HOLD_LOCK = threading.Lock()
-"""Taken for as long as a stream is held, and by every module load (``CupyBackend.compile``).
-Loading a module may wait for the device to go quiet (CUDA's lazy-loading notes warn of exactly
-this with spinning kernels), and a compile thread's load waits while holding the context: the
-timing thread can then queue nothing more, never releases the hold, and it gives up after 5 s.
-Seen in an SGEMM sweep: three such stalls turned a 5 s sweep into 21 s."""
-
-
-class StreamHold:
-    """A kernel that holds a stream until the host has queued a whole batch behind it."""
-
-    def __init__(self, clock_mhz: float | None) -> None:
-        self.kernel = cupy.RawKernel(_BLOCKER_SOURCE, "kernelopt_hold_stream")
-        self.host = cupy.cuda.runtime.hostAlloc(8, _MAPPED)
-        self.flag = (ctypes.c_int * 2).from_address(self.host)
-        self.timeout_cycles = np.int64(int((clock_mhz or 2000) * 1e6 * 5))  # about five seconds
-
-    @contextlib.contextmanager
-    def held(self, stream: Any) -> Iterator[None]:
-        """Hold ``stream`` while the body queues work behind it; released however the body ends,
-        and no module loads meanwhile (:data:`HOLD_LOCK`)."""
-        with HOLD_LOCK:
-            self.hold(stream)
-            try:
-                yield
-            finally:
-                self.release()
-
-    def hold(self, stream: Any) -> None:
-        """Start holding; prefer :meth:`held`, which also keeps module loads out."""
-        self.flag[0] = 0
-        self.flag[1] = 0
-        self.kernel((1,), (1,), (np.intp(self.host), self.timeout_cycles), stream=stream)
-
-    def release(self) -> None:
-        self.flag[0] = 1
-
-    def timed_out(self) -> bool:
-        """The hold gave up before release: part of the batch ran while still being queued."""
-        return bool(self.flag[1])
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            cupy.cuda.runtime.freeHost(self.host)
 
 
 class Clocks:
@@ -153,8 +99,7 @@ class Timer:
         self.cold_flush = cold_flush
         self.flush_buffer = cupy.full(max(2 * l2_bytes, 64 << 20), 0xA5, dtype=np.uint8)
         self._flush_sink = cupy.zeros((), dtype=np.uint64)
-        self.flush()  # loads the flush's kernel now: a first load behind a stream hold would stall
-        stream.synchronize()
+        self._flush_loaded = False
         self._l2_limit_set: bool | None = None
         self._overheads: dict[str, float] = {}
         self._empty: Callable[[], None] | None = None
@@ -178,6 +123,15 @@ class Timer:
         else:
             self.flush_buffer.fill(np.uint8(0xA5))
 
+    def _load_flush(self) -> None:
+        """Flush once, outside any hold: its first call compiles and loads CuPy's reduction kernel,
+        a load that would stall behind a held stream. Only cold timing needs it; warm-only runs
+        never pay for the compile."""
+        if not self._flush_loaded:
+            self.flush()
+            self.stream.synchronize()
+            self._flush_loaded = True
+
     def measure(
         self,
         run: Callable[[], None],
@@ -195,6 +149,7 @@ class Timer:
         asked = request.mode
         if request.cache == "cold":
             request = request.model_copy(update={"mode": resolve_mode(request, None)})
+            self._load_flush()
         overhead_us = self.sample_overhead_us(request, wait, timeout_s)
         mark = time.perf_counter()
         warm_us = self._warm_up(run, request, prepare, wait, timeout_s)

@@ -33,7 +33,8 @@ class Compiled:
 def nvrtc_compile(
     code: str, options: tuple[str, ...], name_expressions: list[str] | None, arch: str
 ) -> Compiled:
-    """Runs in a compile process. A compile error comes back as ``cubin=None`` and its log."""
+    """NVRTC alone, no CUDA context: runs in a compile process, or on one of the worker's compile
+    threads before the pool is up. A compile error comes back as ``cubin=None`` and its log."""
     from cupy.cuda import compiler
 
     log = io.StringIO()
