@@ -1,9 +1,9 @@
 """Timing fidelity: kernelopt's medians against Nsight Compute's kernel durations, on one GPU.
 
-    python benchmarks/timing_fidelity.py [--repeats 5]
+    python benchmarks/timing_fidelity.py [--repeats 5] [--only fidelity_3us,fidelity_30us]
 
-Copy kernels of about 3 µs, 30 µs, 300 µs and 3 ms (plus a no-op, and one of about 10 µs where
-``auto`` switches mode) are timed through the CUDA backend in each mode — auto (the default; the
+Copy kernels of about 3 µs, 30 µs, 300 µs and 3 ms (plus a no-op, and three between 7 and 20 µs
+around where ``auto`` switches mode) are timed through the CUDA backend in each mode — auto (the default; the
 row names the mode it chose), back_to_back, graph, per_launch (one event pair per launch, the
 seed-compatible mode) — warm and cold, and under ``ncu --clock-control none --metrics
 gpu__time_duration.sum`` with ``--cache-control none`` (warm) and ``all`` (cold). Prints, per
@@ -41,6 +41,8 @@ SOURCE = r"""
     }
 COPY(fidelity_3us)
 COPY(fidelity_10us)
+COPY(fidelity_15us)
+COPY(fidelity_20us)
 COPY(fidelity_30us)
 COPY(fidelity_300us)
 COPY(fidelity_3ms)
@@ -51,6 +53,8 @@ KERNELS = {
     "fidelity_noop": 1,
     "fidelity_3us": 1 << 20,
     "fidelity_10us": 4 << 20,
+    "fidelity_15us": 6 << 20,
+    "fidelity_20us": 8 << 20,
     "fidelity_30us": 11 << 20,
     "fidelity_300us": 112 << 20,
     "fidelity_3ms": 1120 << 20,
@@ -107,6 +111,8 @@ def ncu_durations(cache: str) -> dict[str, float]:
         sys.executable,
         __file__,
         "--ncu-child",
+        "--only",
+        ",".join(KERNELS),
     ]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=400)
     rows = [line for line in completed.stdout.splitlines() if line.startswith('"')]
@@ -222,8 +228,13 @@ def isolated(samples: int = 50, idle_s: float = 200e-6) -> dict[tuple[str, str],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--only", help="comma-separated kernel names (default: all)")
     parser.add_argument("--ncu-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.only:
+        chosen = args.only.split(",")
+        for name in [name for name in KERNELS if name not in chosen]:
+            del KERNELS[name]
     if args.ncu_child:
         ncu_child()
         return
