@@ -3,9 +3,9 @@
     python benchmarks/timing_fidelity.py [--repeats 5] [--only fidelity_3us,fidelity_30us]
 
 Copy kernels of about 3 µs, 30 µs, 300 µs and 3 ms (plus a no-op, and three between 7 and 20 µs
-around where ``auto`` switches mode) are timed through the CUDA backend in each mode — auto (the default; the
-row names the mode it chose), back_to_back, graph, per_launch (one event pair per launch, the
-seed-compatible mode) — warm and cold, and under ``ncu --clock-control none --metrics
+around where ``auto`` switches mode) are timed through the CUDA backend in each mode — auto (the
+default; the row names the mode it chose), back_to_back, graph, per_launch (one event pair per
+launch, the seed-compatible mode) — warm and cold, and under ``ncu --clock-control none --metrics
 gpu__time_duration.sum`` with ``--cache-control none`` (warm) and ``all`` (cold). Prints, per
 kernel, each median, its difference from ncu, and the spread of the median over the repeats.
 Two further rows per kernel: cold mode with the L2 evicted by *writing* (dirty lines the kernel
