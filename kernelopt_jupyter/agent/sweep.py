@@ -36,9 +36,8 @@ def screen_protocol(full: TimingProtocol) -> TimingProtocol:
     """A short version of the full protocol (same cache): enough to rank, not to report. ``auto``
     becomes back-to-back so that every configuration is ranked in one mode, whatever its length,
     and none pays for a graph capture; the finalists are timed in the full protocol's mode."""
-    return full.model_copy(
+    return full.auto_as("back_to_back").model_copy(
         update={
-            "mode": "back_to_back" if full.mode == "auto" else full.mode,
             "warmup": 1,
             "samples": 3,
             "max_samples": 20,

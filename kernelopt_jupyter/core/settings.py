@@ -50,6 +50,10 @@ class TimingProtocol(BaseModel):
         """The original optimizer's protocol: 10 warm-up, exactly 100 launches, one event pair each."""
         return cls(warmup=10, samples=100, max_samples=100, budget_s=None, target_cv=None, mode="per_launch")
 
+    def auto_as(self, mode: Literal["per_launch", "back_to_back", "graph"]) -> TimingProtocol:
+        """This protocol with ``auto`` settled as ``mode``; a mode asked for by name stays."""
+        return self.model_copy(update={"mode": mode}) if self.mode == "auto" else self
+
     @classmethod
     def fixed(cls, warmup: int, samples: int, **extra: object) -> TimingProtocol:
         """Exactly ``samples`` measured launches (no adaptive stopping), e.g. for quick tests."""

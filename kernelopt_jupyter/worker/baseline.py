@@ -21,9 +21,7 @@ def baseline_protocol(timing: TimingProtocol | None) -> TimingProtocol | None:
     """``auto`` timing means back-to-back for a baseline: Python code allocates its results from a
     memory pool, and a graph captured around it would keep writing, at every replay, into blocks
     the pool has handed out again since."""
-    if timing is None or timing.mode != "auto":
-        return timing
-    return timing.model_copy(update={"mode": "back_to_back"})
+    return timing.auto_as("back_to_back") if timing is not None else None
 
 
 def baseline_invoker(

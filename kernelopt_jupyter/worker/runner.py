@@ -330,7 +330,7 @@ def interleaved_timings(
         if protocol.mode == "auto":
             used = {s.mode for s in modes}
             pinned = next(iter(used)) if len(used) == 1 else "back_to_back"
-            protocol, first, later = (p.model_copy(update={"mode": pinned}) for p in (protocol, first, later))
+            protocol, first, later = (p.auto_as(pinned) for p in (protocol, first, later))
             if len(used) > 1:
                 collected = [[] for _ in invokers]
                 continue
